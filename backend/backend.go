@@ -1,0 +1,119 @@
+package backend
+
+import (
+	"context"
+	"time"
+)
+
+const (
+	// MaxIDLength is the longest lock id, in bytes, that the core accepts.
+	MaxIDLength = 512
+	// MaxTokenLength is the longest owner token, in bytes, that the core accepts.
+	MaxTokenLength = 128
+)
+
+// Backend is what lock.New takes: the three step interfaces and Close.
+type Backend interface {
+	Lock
+	Queue
+	Notifier
+	// Close releases the backend's own resources (subscriptions, goroutines).
+	// It does not close a client the caller passed in. Later calls return
+	// ErrClosed.
+	Close() error
+}
+
+// Lock holds the lease steps. See the package doc for each step's contract.
+type Lock interface {
+	// Acquire is the fair try-acquire, with optional enqueue, in one atomic
+	// step (checklist items 1, 2 and 7).
+	Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
+	// Release deletes the lock if token holds it and wakes the head of the
+	// queue; otherwise ErrNotHeld.
+	Release(ctx context.Context, id, token string) error
+	// Extend sets the lock's expiry to now+ttl if token holds it; otherwise
+	// ErrNotHeld. It never re-creates an expired lock and keeps the fence.
+	Extend(ctx context.Context, id, token string, ttl time.Duration) error
+}
+
+// Queue holds the waiter steps that are not part of Acquire.
+type Queue interface {
+	// Leave removes token's queue entry and releases the lock if token holds
+	// it; it wakes the new head if the lock is then free. Idempotent.
+	Leave(ctx context.Context, id, token string) error
+	// Heartbeat refreshes the deadlines of the listed waiters that are still
+	// queued to now+waiterTTL, purges expired waiters of their ids, and
+	// reports one result per waiter, in order.
+	Heartbeat(ctx context.Context, waiters []Waiter, waiterTTL time.Duration) ([]HeartbeatResult, error)
+}
+
+// Notifier delivers wake-ups.
+type Notifier interface {
+	// Subscribe arranges for fn to be called with the wake-ups of id until
+	// the returned cancel function is called. It returns only once wake-ups
+	// can be delivered. fn never blocks and may be called from any
+	// goroutine; it may still be called briefly after cancel.
+	Subscribe(ctx context.Context, id string, fn func(Wake)) (cancel func(), err error)
+}
+
+// AcquireRequest is the input of one Acquire step.
+type AcquireRequest struct {
+	ID    string
+	Token string
+	// TTL is the lease's time to live if granted, relative to the store's clock.
+	TTL time.Duration
+	// Wait, when the lock is not granted, enqueues the requester (or keeps
+	// its place) and sets its waiter deadline to now+WaiterTTL.
+	Wait bool
+	// WaiterTTL is how long a queue entry lives without a heartbeat. Used
+	// only with Wait.
+	WaiterTTL time.Duration
+}
+
+// Grant is the outcome of one Acquire step.
+type Grant struct {
+	// Acquired reports that req.Token holds the lock after the step.
+	Acquired bool
+	// Fence is the lease's fencing token when Acquired: strictly increasing
+	// per id across grants, unchanged by a retried acquire or an extend.
+	Fence uint64
+	// TTL is, when Acquired, the validity left at the step: req.TTL for a
+	// new grant, the remaining TTL for a retried one.
+	TTL time.Duration
+	// HolderTTL is, when not Acquired and the lock is held, the holder's
+	// remaining TTL; 0 when the lock is free but waiters are ahead.
+	HolderTTL time.Duration
+	// Queued reports that, when not Acquired, the requester has a queue entry.
+	Queued bool
+	// Ticket is the requester's queue ticket when Queued.
+	Ticket uint64
+	// Head reports that, when Queued, the requester is first in the queue.
+	Head bool
+}
+
+// Waiter names one queue entry.
+type Waiter struct {
+	ID    string
+	Token string
+}
+
+// HeartbeatResult is the outcome of one waiter's heartbeat.
+type HeartbeatResult struct {
+	// Queued reports that the entry was present and its deadline refreshed.
+	// false means it is gone (purged, granted or left); it is not re-added.
+	Queued bool
+	// Ready reports that the lock is free and this waiter is the head: it
+	// should try now (the fallback for a lost wake-up).
+	Ready bool
+}
+
+// Wake is one wake-up delivered to a subscriber.
+type Wake struct {
+	ID string
+	// Token names the waiter the wake-up is for (the head). Empty means
+	// "the earliest local waiter of ID should re-check".
+	Token string
+	// All asks every local waiter of ID to re-check (after a reconnect or
+	// when notifications may have been lost).
+	All bool
+}

@@ -1,0 +1,88 @@
+// Package backend defines what a lock backend implements: the atomic steps on
+// one store that the lock package composes into fair, fenced, queued locks.
+//
+// The lock package (the "core") owns everything that is written once:
+// argument validation, tokens, waiting, wake-up routing, heartbeats, timers,
+// batching, lease renewal and error wrapping. A backend owns only atomic
+// steps on its store. Each method below is one step: on Redis, one Lua
+// script; in memory, one critical section.
+//
+// # Interfaces
+//
+// A backend implements [Backend], which is [Lock] (fair try-acquire with
+// enqueue, release, extend), [Queue] (leave, heartbeat) and [Notifier]
+// (wake-ups), plus Close. Optional capabilities are separate interfaces found
+// by type assertion, each with the core's fallback beside it:
+//
+//   - [Batcher]: many acquire or leave steps in one round trip
+//     (fallbacks: [AcquireBatch], [LeaveBatch], which loop);
+//   - [Resolver]: the smallest TTL the store can express
+//     (fallback: [ResolutionOf] returns one millisecond).
+//
+// # Implementer's checklist
+//
+// State per id: a lock (holder token, expiry, fence), a queue of waiters
+// (token, ticket, deadline) and a fence counter.
+//
+//  1. Acquire is one atomic step: purge expired waiters of the id (every
+//     expired entry, up to a bounded LIMIT per step), then grant if and only
+//     if the lock is free (or already held by req.Token) and no waiter with a
+//     lower ticket than the requester's is in the queue (a requester that is
+//     not queued has an infinite ticket, so any queued waiter blocks it).
+//     Granting removes the requester's queue entry, sets the lock to
+//     req.Token with expiry now+req.TTL (relative to the store's clock), and
+//     takes the next fence from the id's fence counter. When req.Token
+//     already holds the lock the step is a no-op that reports Acquired with
+//     the existing fence and the remaining TTL (retry safety, S6).
+//  2. When Acquire does not grant and req.Wait is set, the requester is
+//     enqueued with the next ticket of the id's ticket counter (or keeps its
+//     ticket if already queued) and its deadline becomes now+req.WaiterTTL by
+//     the store's clock. Tickets strictly increase per id; the queue is
+//     ordered by ticket, never by time. A full queue returns ErrQueueFull and
+//     enqueues nothing. Without req.Wait nothing is enqueued.
+//  3. Release deletes the lock only if req token holds it (compare-and-
+//     delete); otherwise it returns ErrNotHeld and changes nothing.
+//  4. Extend sets a new expiry only if the token holds the lock and it has
+//     not expired (compare-and-set); it never re-creates an expired lock,
+//     and it keeps the fence. Otherwise ErrNotHeld.
+//  5. Leave removes the token's queue entry and, if the token holds the
+//     lock (a grant that raced the waiter's cancellation), releases it. It is
+//     idempotent and returns nil when there was nothing to remove.
+//  6. Heartbeat refreshes the deadline of each listed waiter that is still
+//     queued (never re-adds one that is gone), purges expired waiters of
+//     each listed id, and reports per waiter whether it is still queued and
+//     whether it could be granted now (lock free and it is the head). A live
+//     waiter whose heartbeats arrive within WaiterTTL is never purged.
+//  7. Wake the head: every step that frees the lock while waiters are
+//     queued, or removes the head while the lock is free, or finds the lock
+//     free with a queued head (Heartbeat), wakes that head through the
+//     Notifier with Wake{ID, Token: headToken}. Only the head is named;
+//     other waiters are not woken. A lease that expires without a release
+//     need not notify: the core keeps a timer at the holder's remaining TTL.
+//  8. Subscribe must not return before wake-ups for the id can be
+//     delivered (the core subscribes before it checks, so no release can
+//     slip between). Use one shared, reference-counted subscription per
+//     backend, never a connection per waiter. When the connection is
+//     re-established, deliver Wake{ID: id, All: true} for every subscribed
+//     id so that every local waiter re-checks. If the backend cannot name
+//     the head (e.g. a cache invalidation), deliver Wake{ID: id}.
+//  9. Errors: return ErrNotHeld and ErrQueueFull as themselves (wrapping
+//     is allowed); return store or client failures as they are, the core
+//     wraps them once in a *BackendError. Honour ctx: a cancelled ctx
+//     ends the call, and the outcome may then be unknown (the core cleans up
+//     by token with Leave).
+//  10. Concurrency: every method may be called concurrently from many
+//     goroutines. A backend value is one "process": two backend values on
+//     the same store contend with each other exactly like two machines.
+//  11. Bounds (H3): at most MaxIDLength bytes per id and MaxTokenLength per
+//     token (the core validates both before any call); a cap on waiters per
+//     id; a LIMIT on the purge work of one step. Every key or entry a
+//     backend stores expires, except documented counters (fence, ticket).
+//
+// Inputs the core guarantees: id non-empty and at most MaxIDLength bytes;
+// token non-empty and at most MaxTokenLength bytes; TTL and WaiterTTL at
+// least the backend's resolution. A backend may trust them.
+//
+// The conformance package runs the same suite against every backend; a new
+// backend is done when conformance.Run passes.
+package backend

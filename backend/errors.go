@@ -1,0 +1,74 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. The lock package re-exports each of them under the same
+// name (lock.ErrNotHeld == backend.ErrNotHeld), so callers match them with
+// errors.Is whichever package they import.
+var (
+	// ErrNotHeld is returned by Release, Extend and their backend steps when
+	// the token does not hold the lock: it was never granted, it expired, or
+	// another owner holds it now. Nothing is changed.
+	ErrNotHeld = errors.New("lock: not held")
+
+	// ErrNotAcquired is returned by lock.Do when the lock was not granted
+	// before the queue timeout.
+	ErrNotAcquired = errors.New("lock: not acquired")
+
+	// ErrLeaseLost is returned by lock.Do when the lease ended (expired or
+	// was taken over) while fn ran, so fn may have run unprotected. It is
+	// also the cause of the cancellation of fn's context.
+	ErrLeaseLost = errors.New("lock: lease lost")
+
+	// ErrClosed is returned by every call on a closed Locker or backend.
+	ErrClosed = errors.New("lock: closed")
+
+	// ErrQueueFull is returned when an id already has the maximum number of
+	// waiters the backend allows (H3). Nothing is enqueued.
+	ErrQueueFull = errors.New("lock: queue full")
+
+	// ErrInvalidArgument is matched by every *ArgumentError.
+	ErrInvalidArgument = errors.New("lock: invalid argument")
+
+	// ErrBackend is matched by every *BackendError: the store or the client
+	// failed, and the outcome of the step may be unknown.
+	ErrBackend = errors.New("lock: backend error")
+)
+
+// ArgumentError reports bad input. It is returned before any I/O.
+type ArgumentError struct {
+	Arg    string // the argument's name, e.g. "id", "ttl", "ids[3]"
+	Reason string // what is wrong with it
+}
+
+func (e *ArgumentError) Error() string {
+	return fmt.Sprintf("lock: invalid argument %s: %s", e.Arg, e.Reason)
+}
+
+// Is reports whether target is ErrInvalidArgument.
+func (e *ArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
+
+// BackendError wraps an error of the store or its client once, so that both
+// ErrBackend and the client's own error match with errors.Is / errors.As.
+// Backends may return client errors unwrapped; the lock package wraps them.
+type BackendError struct {
+	Op  string // the step: "acquire", "release", "extend", "leave", "heartbeat", "subscribe"
+	ID  string // the lock id, if the step had one
+	Err error  // the client's error
+}
+
+func (e *BackendError) Error() string {
+	if e.ID == "" {
+		return fmt.Sprintf("lock: backend %s: %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("lock: backend %s %q: %v", e.Op, e.ID, e.Err)
+}
+
+// Unwrap returns the client's error.
+func (e *BackendError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrBackend.
+func (e *BackendError) Is(target error) bool { return target == ErrBackend }

@@ -1,0 +1,78 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Batcher is an optional capability: many steps in one round trip. The
+// results are one per request, in order; a per-request error (ErrQueueFull)
+// goes in BatchGrant.Err, a failure of the whole call in the returned error.
+// Each step keeps its own atomicity; the batch as a whole need not be atomic.
+type Batcher interface {
+	AcquireBatch(ctx context.Context, reqs []AcquireRequest) ([]BatchGrant, error)
+	LeaveBatch(ctx context.Context, waiters []Waiter) error
+}
+
+// BatchGrant is one result of AcquireBatch.
+type BatchGrant struct {
+	Grant
+	Err error
+}
+
+// AcquireBatch runs reqs through b's Batcher when it has one, and otherwise
+// one Acquire at a time. A failure of one Acquire in the fallback ends the
+// call with that error; the steps before it have taken effect.
+func AcquireBatch(ctx context.Context, b Lock, reqs []AcquireRequest) ([]BatchGrant, error) {
+	if bb, ok := b.(Batcher); ok {
+		return bb.AcquireBatch(ctx, reqs)
+	}
+	out := make([]BatchGrant, len(reqs))
+	for i, r := range reqs {
+		g, err := b.Acquire(ctx, r)
+		if err != nil && !isPerRequest(err) {
+			return out[:i], err
+		}
+		out[i] = BatchGrant{Grant: g, Err: err}
+	}
+	return out, nil
+}
+
+// LeaveBatch runs Leave for every waiter, in one round trip when b is a
+// Batcher. The fallback goes on after an error and returns the first one.
+func LeaveBatch(ctx context.Context, b Queue, waiters []Waiter) error {
+	if bb, ok := b.(Batcher); ok {
+		return bb.LeaveBatch(ctx, waiters)
+	}
+	var first error
+	for _, w := range waiters {
+		if err := b.Leave(ctx, w.ID, w.Token); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func isPerRequest(err error) bool {
+	return errors.Is(err, ErrQueueFull)
+}
+
+// Resolver is an optional capability: the smallest TTL step the store can
+// express. The core rejects a ttl below it and truncates every ttl to a
+// multiple of it, so that the validity it reports is never longer than the
+// store's.
+type Resolver interface {
+	Resolution() time.Duration
+}
+
+// ResolutionOf returns b's resolution, or one millisecond when b is not a
+// Resolver.
+func ResolutionOf(b any) time.Duration {
+	if r, ok := b.(Resolver); ok {
+		if d := r.Resolution(); d > 0 {
+			return d
+		}
+	}
+	return time.Millisecond
+}

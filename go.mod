@@ -1,0 +1,3 @@
+module github.com/redislocker/lock
+
+go 1.23
