@@ -1,0 +1,198 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// Result is the outcome of Acquire and TryAcquire.
+type Result struct {
+	// Acquired reports that the lock was granted; Lease is then non-nil.
+	Acquired bool
+	// ID is the id that was asked for.
+	ID string
+	// WasInUse reports that the id was held, or had waiters, when the call
+	// began: the caller queued (Acquire) or gave up at once (TryAcquire).
+	WasInUse bool
+	// Lease is the granted lease, or nil.
+	Lease *Lease
+}
+
+// AcquireOptions tunes one acquire call. A nil *AcquireOptions, and every
+// zero field, means the default.
+type AcquireOptions struct {
+	// Token is the owner token to use. Default: 128 random bits from
+	// crypto/rand. Supply one to make a retried call after an unknown
+	// outcome idempotent (a retried acquire with the same token is a no-op
+	// that reports the existing lease). At most MaxTokenLength bytes.
+	Token string
+	// QueueTimeout overrides the Locker's QueueTimeout for this call.
+	QueueTimeout time.Duration
+	// NoWait makes the call a TryAcquire: it never queues.
+	NoWait bool
+}
+
+// Acquire takes the lock on id for ttl. If the id is free (and nobody is
+// queued) it is granted at once with WasInUse == false. Otherwise the caller
+// joins the id's FIFO queue and waits to be woken; it returns with
+// Acquired == true and WasInUse == true when granted, or with
+// Acquired == false, WasInUse == true and a nil error when the queue
+// timeout passes. It never retries on its own after that.
+//
+// When ctx ends, Acquire leaves the queue, holds nothing, and returns an
+// error that matches ctx.Err(). A backend failure returns an error matching
+// ErrBackend and the client's error; the call holds nothing afterwards. Bad
+// input (nil ctx, empty or too long id, ttl <= 0 or below the backend's
+// resolution) returns an *ArgumentError before any I/O. ttl is truncated to
+// the backend's resolution.
+func (l *Locker) Acquire(ctx context.Context, id string, ttl time.Duration) (Result, error) {
+	return l.AcquireWith(ctx, id, ttl, nil)
+}
+
+// TryAcquire takes the lock on id if it can be granted now, and never
+// waits. The lock is fair: TryAcquire does not jump a non-empty queue, so it
+// fails (Acquired == false, WasInUse == true, nil error) while others wait.
+func (l *Locker) TryAcquire(ctx context.Context, id string, ttl time.Duration) (Result, error) {
+	return l.AcquireWith(ctx, id, ttl, &AcquireOptions{NoWait: true})
+}
+
+// AcquireWith is Acquire (or TryAcquire, with opts.NoWait) with per-call
+// options.
+func (l *Locker) AcquireWith(ctx context.Context, id string, ttl time.Duration, opts *AcquireOptions) (Result, error) {
+	var o AcquireOptions
+	if opts != nil {
+		o = *opts
+	}
+	if err := checkCtx(ctx); err != nil {
+		return Result{ID: id}, err
+	}
+	if err := checkID("id", id); err != nil {
+		return Result{ID: id}, err
+	}
+	ttl, err := l.checkTTL(ttl)
+	if err != nil {
+		return Result{ID: id}, err
+	}
+	if err := checkToken(o.Token); err != nil {
+		return Result{ID: id}, err
+	}
+	if o.QueueTimeout < 0 {
+		return Result{ID: id}, argErr("opts.QueueTimeout", "must not be negative")
+	}
+	if o.Token == "" {
+		o.Token = newToken()
+	}
+	if o.QueueTimeout == 0 {
+		o.QueueTimeout = l.queueTimeout
+	}
+	if err := l.begin(); err != nil {
+		return Result{ID: id}, err
+	}
+	defer l.end()
+	return l.acquire(ctx, id, ttl, o)
+}
+
+func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o AcquireOptions) (Result, error) {
+	start := time.Now()
+	req := backend.AcquireRequest{ID: id, Token: o.Token, TTL: ttl, WaiterTTL: l.waiterTTL}
+
+	inUse := false
+	// Fast path: a plain try. Skipped when this Locker already waits on the
+	// id (it is contended and subscribed), so that steady-state contention
+	// costs one step less.
+	if o.NoWait || !l.hasWaiters(id) {
+		g, err := l.b.Acquire(ctx, req)
+		if err != nil {
+			return Result{ID: id}, l.abandon(ctx, "acquire", id, o.Token, err)
+		}
+		if g.Acquired {
+			return Result{Acquired: true, ID: id, Lease: l.newLease(id, o.Token, start, ttl, g)}, nil
+		}
+		if o.NoWait {
+			return Result{ID: id, WasInUse: true}, nil
+		}
+		inUse = true
+	}
+
+	// Slow path: subscribe before the check (L1), then queue.
+	wake := make(chan struct{}, 1)
+	w := &waiter{id: id, token: o.Token, wake: func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}}
+	if err := l.register(ctx, w); err != nil {
+		return Result{ID: id, WasInUse: true}, err
+	}
+	defer l.unregister(w)
+
+	queueTimer := time.NewTimer(o.QueueTimeout - time.Since(start))
+	defer queueTimer.Stop()
+	holder := time.NewTimer(time.Hour)
+	holder.Stop()
+	defer holder.Stop()
+
+	req.Wait = true
+	for {
+		sent := time.Now()
+		g, err := l.b.Acquire(ctx, req)
+		if err != nil {
+			return Result{ID: id, WasInUse: true}, l.abandon(ctx, "acquire", id, o.Token, err)
+		}
+		if g.Acquired {
+			return Result{Acquired: true, ID: id, WasInUse: inUse, Lease: l.newLease(id, o.Token, sent, ttl, g)}, nil
+		}
+		inUse = true
+		if w.ticket != 0 && g.Ticket != w.ticket {
+			l.log.Warn("lock: a live waiter's queue entry was purged; it re-queued at the tail",
+				"id", id, "old_ticket", w.ticket, "new_ticket", g.Ticket)
+		}
+		l.setTicket(w, g.Ticket)
+		holder.Stop()
+		if g.Head && g.HolderTTL > 0 {
+			// The holder's lease may end without a release (no wake-up is
+			// sent then): look again when it would have expired.
+			holder.Reset(g.HolderTTL + l.resolution)
+		}
+		select {
+		case <-wake:
+		case <-holder.C:
+		case <-queueTimer.C:
+			if err := l.cleanup(ctx, id, o.Token); err != nil {
+				l.log.Warn("lock: leaving the queue after the queue timeout failed; the entry expires on its own",
+					"id", id, "err", err)
+			}
+			return Result{ID: id, WasInUse: true}, nil
+		case <-ctx.Done():
+			return Result{ID: id, WasInUse: true}, errors.Join(wrap("acquire", id, ctx.Err()), l.cleanup(ctx, id, o.Token))
+		case <-l.done:
+			return Result{ID: id, WasInUse: true}, errors.Join(wrap("acquire", id, ErrClosed), l.cleanup(ctx, id, o.Token))
+		}
+	}
+}
+
+// abandon handles a failed step: its outcome is unknown, so the token's
+// queue entry and any raced grant are removed (S6). It returns the step's
+// error, wrapped.
+func (l *Locker) abandon(ctx context.Context, op, id, token string, err error) error {
+	if errors.Is(err, backend.ErrQueueFull) {
+		return wrap(op, id, err) // nothing was enqueued
+	}
+	if cerr := l.cleanup(ctx, id, token); cerr != nil {
+		l.log.Warn("lock: cleanup after a failed step failed; the entry expires on its own",
+			"id", id, "err", cerr)
+	}
+	return wrap(op, id, err)
+}
+
+// cleanup leaves id's queue by token and releases a grant that raced the
+// caller's exit. It runs even when ctx is over, bounded by cleanupTimeout.
+func (l *Locker) cleanup(ctx context.Context, id, token string) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	return wrap("leave", id, l.b.Leave(cctx, id, token))
+}

@@ -1,0 +1,62 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// The sentinel errors, re-exported from package backend so that either name
+// matches with errors.Is.
+var (
+	// ErrNotHeld: Release or Extend by a token that does not hold the lock
+	// (never granted, expired, or taken over). Nothing was changed.
+	ErrNotHeld = backend.ErrNotHeld
+	// ErrNotAcquired: Do could not take the lock before the queue timeout.
+	ErrNotAcquired = backend.ErrNotAcquired
+	// ErrLeaseLost: Do's lease ended while fn ran; fn may have run unprotected.
+	ErrLeaseLost = backend.ErrLeaseLost
+	// ErrClosed: the Locker (or its backend) is closed.
+	ErrClosed = backend.ErrClosed
+	// ErrQueueFull: the id has as many waiters as the backend allows.
+	ErrQueueFull = backend.ErrQueueFull
+	// ErrInvalidArgument is matched by every *ArgumentError.
+	ErrInvalidArgument = backend.ErrInvalidArgument
+	// ErrBackend is matched by every *BackendError.
+	ErrBackend = backend.ErrBackend
+)
+
+// ArgumentError reports bad input; it names the argument and is returned
+// before any I/O.
+type ArgumentError = backend.ArgumentError
+
+// BackendError wraps a store or client failure once; errors.Is matches both
+// ErrBackend and the client's error.
+type BackendError = backend.BackendError
+
+// wrap turns an error of a backend step into the error the user sees:
+// context errors and sentinels keep their identity with the operation added,
+// anything else is wrapped once in a *BackendError.
+func wrap(op, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var be *backend.BackendError
+	switch {
+	case errors.As(err, &be):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("lock: %s %q: %w", op, id, err)
+	case errors.Is(err, backend.ErrNotHeld), errors.Is(err, backend.ErrQueueFull),
+		errors.Is(err, backend.ErrClosed), errors.Is(err, backend.ErrInvalidArgument):
+		return fmt.Errorf("%w (%s %q)", err, op, id)
+	default:
+		return &backend.BackendError{Op: op, ID: id, Err: err}
+	}
+}
+
+func argErr(arg, reason string) error {
+	return &backend.ArgumentError{Arg: arg, Reason: reason}
+}

@@ -1,0 +1,178 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// Lease is a granted lock. Its methods are safe for concurrent use.
+type Lease struct {
+	l     *Locker
+	id    string
+	token string
+	fence uint64
+
+	op sync.Mutex // serialises Release and Extend, so Release is idempotent
+
+	mu         sync.Mutex
+	validUntil time.Time
+	state      leaseState
+	lost       chan struct{} // made on the first call of Lost
+	timer      *time.Timer   // closes lost at validUntil
+}
+
+type leaseState uint8
+
+const (
+	held     leaseState = iota
+	released            // Release succeeded
+	notHeld             // the backend said ErrNotHeld
+)
+
+func (l *Locker) newLease(id, token string, sent time.Time, ttl time.Duration, g backend.Grant) *Lease {
+	valid := ttl
+	if g.TTL > 0 && g.TTL < valid {
+		valid = g.TTL
+	}
+	return &Lease{l: l, id: id, token: token, fence: g.Fence, validUntil: sent.Add(valid)}
+}
+
+// ID returns the lock id.
+func (le *Lease) ID() string { return le.id }
+
+// Token returns the owner token.
+func (le *Lease) Token() string { return le.token }
+
+// Fence returns the fencing token: strictly increasing per id across
+// holders, in grant order, and unchanged by Extend. Give it to the resource
+// you protect and have it reject writes with a lower fence than it has seen.
+func (le *Lease) Fence() uint64 { return le.fence }
+
+// ValidUntil returns the time until which the lease is certainly held, by
+// this process's clock: measured from the moment the acquire (or the last
+// successful extend) was sent, so it is never later than the backend's
+// expiry. Clock drift between this process and the backend is not counted.
+func (le *Lease) ValidUntil() time.Time {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.validUntil
+}
+
+// Lost returns a channel that is closed when the lease is known or presumed
+// to have ended: at ValidUntil unless extended before, when Extend or
+// Release finds it not held, or when Release succeeds. Once closed it stays
+// closed. The first call arms one runtime timer; none is used before.
+func (le *Lease) Lost() <-chan struct{} {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if le.lost == nil {
+		le.lost = make(chan struct{})
+		d := time.Until(le.validUntil)
+		if le.state != held || d <= 0 {
+			close(le.lost)
+		} else {
+			le.timer = time.AfterFunc(d, le.expire)
+		}
+	}
+	return le.lost
+}
+
+// expire runs at validUntil; it closes lost unless an extend moved it.
+func (le *Lease) expire() {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if d := time.Until(le.validUntil); d > 0 && le.state == held {
+		le.timer.Reset(d)
+		return
+	}
+	le.closeLost()
+}
+
+// closeLost closes lost if it was made; le.mu must be held.
+func (le *Lease) closeLost() {
+	if le.timer != nil {
+		le.timer.Stop()
+	}
+	if le.lost != nil {
+		select {
+		case <-le.lost:
+		default:
+			close(le.lost)
+		}
+	}
+}
+
+func (le *Lease) end(s leaseState) {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	le.state = s
+	le.closeLost()
+}
+
+// Release releases the lock and wakes the head of its queue. It is
+// idempotent: after a successful Release it returns nil again without I/O,
+// and after ErrNotHeld it returns ErrNotHeld again. A lease that expired,
+// or that another owner holds now, returns ErrNotHeld and nothing changes.
+// A backend failure leaves the lease as it was; Release can be retried.
+func (le *Lease) Release(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	le.op.Lock()
+	defer le.op.Unlock()
+	le.mu.Lock()
+	s := le.state
+	le.mu.Unlock()
+	switch s {
+	case released:
+		return nil
+	case notHeld:
+		return wrap("release", le.id, ErrNotHeld)
+	}
+	err := le.l.b.Release(ctx, le.id, le.token)
+	switch {
+	case err == nil:
+		le.end(released)
+	case errors.Is(err, backend.ErrNotHeld):
+		le.end(notHeld)
+	}
+	return wrap("release", le.id, err)
+}
+
+// Extend sets the lease's time to live to ttl from now, if it is still
+// held; the fence stays. It never re-creates an expired lock: then it
+// returns ErrNotHeld, and Lost is closed. On success ValidUntil moves to the
+// moment Extend was sent plus ttl. A backend failure leaves ValidUntil as it
+// was.
+func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	ttl, err := le.l.checkTTL(ttl)
+	if err != nil {
+		return err
+	}
+	le.op.Lock()
+	defer le.op.Unlock()
+	le.mu.Lock()
+	s := le.state
+	le.mu.Unlock()
+	if s != held {
+		return wrap("extend", le.id, ErrNotHeld)
+	}
+	sent := time.Now()
+	err = le.l.b.Extend(ctx, le.id, le.token, ttl)
+	switch {
+	case err == nil:
+		le.mu.Lock()
+		le.validUntil = sent.Add(ttl)
+		le.mu.Unlock()
+	case errors.Is(err, backend.ErrNotHeld):
+		le.end(notHeld)
+	}
+	return wrap("extend", le.id, err)
+}

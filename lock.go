@@ -1,0 +1,194 @@
+// Package lock provides distributed locks with a fair wait queue, fencing
+// tokens and pluggable backends.
+//
+// A [Locker] wraps a [backend.Backend] (redisbackend for go-redis,
+// rueidisbackend for rueidis, memorybackend in process). [Locker.Acquire]
+// takes a lease on an id; if the id is held, the caller joins a FIFO queue
+// and is woken when the lock is released, until the queue timeout (default
+// 30 minutes) or its context ends. [Locker.AcquireMany] streams the leases
+// of many ids as they are granted; [Do] runs a function under a lock, keeps
+// the lease alive while it runs, and always releases.
+//
+// # Guarantees
+//
+// Each guarantee is a named property of the conformance suite, which every
+// backend passes.
+//
+// Safety:
+//   - S1 exclusive grants: for one id, grant intervals on the backend never overlap.
+//   - S2 conservative validity: [Lease.ValidUntil] is measured from the moment the
+//     acquire (or extend) was sent, so it never lies past the backend's expiry.
+//   - S3 fencing: [Lease.Fence] strictly increases per id, in grant order; Extend keeps it.
+//   - S4 owner-only: Release and Extend compare the owner token; Extend never
+//     re-creates an expired lock. Otherwise they return [ErrNotHeld] and change nothing.
+//   - S5 lost leases are signalled: [Lease.Lost] is closed, and Do's context
+//     cancelled, no later than ValidUntil.
+//   - S6 retry-safe: a retried acquire with the same token is a no-op; a step
+//     whose outcome is unknown (error, cancellation) is cleaned up by token.
+//   - S7 AcquireMany never leaves a lease held that the caller was not shown.
+//
+// Liveness and fairness:
+//   - L1 no lost wake-ups: a waiter subscribes before it checks; the head
+//     keeps a timer at the holder's remaining TTL; heartbeats double as a
+//     fallback check, so a free lock is noticed within one notification or
+//     within one heartbeat interval (WaiterTimeout/3).
+//   - L2 FIFO among live waiters: grants follow queue tickets, not clocks.
+//   - L3 a waiter that stops heartbeating is purged after WaiterTimeout (by
+//     the backend's clock); a live waiter is never purged, and if it finds
+//     its entry gone it re-queues at the tail and logs a warning.
+//   - L4 every wait ends: at the queue timeout, or when ctx ends.
+//   - L5 overlapping AcquireMany calls never deadlock as long as the caller
+//     releases what it is shown; AcquireMany itself holds nothing back.
+//   - L6 cancelling a waiter removes its entry, and a grant that raced the
+//     cancellation is released.
+//
+// Hygiene: no goroutine outlives [Locker.Close] (a Locker runs one heartbeat
+// goroutine only while it has waiters); backends keep no state but
+// documented counters, and bound the work of each step.
+//
+// # Where the guarantees end
+//
+// A lease is a promise of the backend, not of the world. On a single Redis
+// without persistence every lock is lost on a restart; with asynchronous
+// replicas a failover can grant a lock twice and move fences backwards. No
+// lease stops a holder that paused (GC, swap, SIGSTOP) from acting after its
+// lease ended: only a resource that checks the fencing token can reject such
+// a late write. Use [Lease.Fence] where correctness matters, and see the
+// README for what holds per deployment.
+package lock
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// Defaults of Options.
+const (
+	DefaultQueueTimeout  = 30 * time.Minute
+	DefaultBatchTick     = 50 * time.Millisecond
+	DefaultWaiterTimeout = 15 * time.Second
+)
+
+// cleanupTimeout bounds the Leave or Release sent after a step whose
+// outcome is unknown (the caller's ctx may already be over).
+const cleanupTimeout = 5 * time.Second
+
+// Options configures a Locker. A nil *Options, and every zero field, means
+// the default.
+type Options struct {
+	// QueueTimeout is how long Acquire, AcquireMany and Do wait in the queue
+	// before giving up with Acquired == false. Default 30 minutes.
+	QueueTimeout time.Duration
+	// BatchTick is how often AcquireMany retries its woken ids (in one
+	// batched round trip) and yields a snapshot. Default 50 ms.
+	BatchTick time.Duration
+	// WaiterTimeout is how long a queue entry lives without a heartbeat;
+	// a waiter whose process died is purged after it. The Locker sends one
+	// batched heartbeat for all its waiters every WaiterTimeout/3, which
+	// also serves as the fallback check for a lost wake-up. Default 15 s.
+	WaiterTimeout time.Duration
+	// Logger receives Do's warnings and errors and the Locker's own
+	// warnings (a live waiter that was purged, a failed cleanup).
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Locker takes locks on one backend. It is safe for concurrent use. Create
+// it with New and Close it when done.
+type Locker struct {
+	b            backend.Backend
+	queueTimeout time.Duration
+	tick         time.Duration
+	waiterTTL    time.Duration
+	heartbeat    time.Duration
+	resolution   time.Duration
+	log          *slog.Logger
+	done         chan struct{}
+
+	mu          sync.Mutex
+	closed      bool
+	ids         map[string]*idWaiters
+	hbRunning   bool
+	bg          sync.WaitGroup // the heartbeat goroutine
+	calls       sync.WaitGroup // calls in flight, waited for by Close
+	closeErr    error
+	closeOnce   sync.Once
+}
+
+// New returns a Locker over b. It panics if b is nil, as the standard
+// library does for a nil handler; opts may be nil.
+func New(b backend.Backend, opts *Options) *Locker {
+	if b == nil {
+		panic("lock: New: nil backend")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.QueueTimeout <= 0 {
+		o.QueueTimeout = DefaultQueueTimeout
+	}
+	if o.BatchTick <= 0 {
+		o.BatchTick = DefaultBatchTick
+	}
+	if o.WaiterTimeout <= 0 {
+		o.WaiterTimeout = DefaultWaiterTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	res := backend.ResolutionOf(b)
+	wt := o.WaiterTimeout.Truncate(res)
+	if wt < res {
+		wt = res
+	}
+	hb := wt / 3
+	if hb <= 0 {
+		hb = wt
+	}
+	return &Locker{
+		b:            b,
+		queueTimeout: o.QueueTimeout,
+		tick:         o.BatchTick,
+		waiterTTL:    wt,
+		heartbeat:    hb,
+		resolution:   res,
+		log:          o.Logger,
+		done:         make(chan struct{}),
+		ids:          make(map[string]*idWaiters),
+	}
+}
+
+// Close cancels the Locker's waiting calls (they leave their queues and
+// return ErrClosed), stops its heartbeat goroutine, waits for both, and
+// closes the backend. Leases already granted are not released: release them
+// before Close, or they expire at their TTL. Later calls return ErrClosed;
+// Close itself is idempotent and returns the backend's Close error once.
+func (l *Locker) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		close(l.done)
+		l.mu.Unlock()
+		l.calls.Wait()
+		l.bg.Wait()
+		l.closeErr = l.b.Close()
+	})
+	return l.closeErr
+}
+
+// begin registers a call in flight; it fails once the Locker is closed.
+func (l *Locker) begin() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	l.calls.Add(1)
+	return nil
+}
+
+func (l *Locker) end() { l.calls.Done() }

@@ -1,0 +1,197 @@
+package lock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// waiter is one local queue entry: an Acquire call or one pending id of an
+// AcquireMany call. The Locker routes wake-ups to it and heartbeats it.
+type waiter struct {
+	id, token string
+	ticket    uint64 // from the last step; 0 = unknown. Guarded by Locker.mu.
+	wake      func() // must not block
+}
+
+// idWaiters is the Locker's state for one id with local waiters: one
+// backend subscription, shared by all of them (reference counted by the
+// size of the map).
+type idWaiters struct {
+	waiters map[string]*waiter
+	ready   chan struct{} // closed once the subscription is settled
+	cancel  func()        // set before ready is closed, if subscribed
+	err     error         // set before ready is closed, if Subscribe failed
+}
+
+// hasWaiters reports whether the Locker is already subscribed to id, so a
+// waiting step can skip the plain try (steady-state contention costs one
+// step less).
+func (l *Locker) hasWaiters(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.ids[id]
+	return ok
+}
+
+// register adds w to the registry and returns once wake-ups for w.id can be
+// delivered (the subscription exists). On error w is not registered.
+func (l *Locker) register(ctx context.Context, w *waiter) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	st, ok := l.ids[w.id]
+	first := !ok
+	if first {
+		st = &idWaiters{waiters: make(map[string]*waiter, 1), ready: make(chan struct{})}
+		l.ids[w.id] = st
+	}
+	st.waiters[w.token] = w
+	if !l.hbRunning {
+		l.hbRunning = true
+		l.bg.Add(1)
+		go l.heartbeatLoop()
+	}
+	l.mu.Unlock()
+
+	if first {
+		cancel, err := l.b.Subscribe(ctx, w.id, l.onWake)
+		st.cancel, st.err = cancel, err
+		close(st.ready)
+	} else {
+		select {
+		case <-st.ready:
+		case <-ctx.Done():
+			l.unregister(w)
+			return wrap("subscribe", w.id, ctx.Err())
+		}
+	}
+	if st.err != nil {
+		l.unregister(w)
+		return wrap("subscribe", w.id, st.err)
+	}
+	return nil
+}
+
+// unregister removes w; the last waiter of an id cancels the subscription.
+func (l *Locker) unregister(w *waiter) {
+	l.mu.Lock()
+	st := l.ids[w.id]
+	if st == nil || st.waiters[w.token] != w {
+		l.mu.Unlock()
+		return
+	}
+	delete(st.waiters, w.token)
+	last := len(st.waiters) == 0
+	if last {
+		delete(l.ids, w.id)
+	}
+	l.mu.Unlock()
+	if last {
+		<-st.ready // the first waiter settles the subscription before it can leave
+		if st.cancel != nil {
+			st.cancel()
+		}
+	}
+}
+
+// setTicket records w's queue ticket, used to pick the earliest local
+// waiter when a wake-up does not name one.
+func (l *Locker) setTicket(w *waiter, t uint64) {
+	l.mu.Lock()
+	w.ticket = t
+	l.mu.Unlock()
+}
+
+// onWake routes one wake-up: to the named waiter if it is local; to every
+// local waiter of the id for a Wake.All; otherwise to the local waiter with
+// the lowest known ticket (waiters whose ticket is still unknown are woken
+// too, since they may be ahead).
+func (l *Locker) onWake(wk backend.Wake) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.ids[wk.ID]
+	if st == nil {
+		return
+	}
+	switch {
+	case wk.All:
+		for _, w := range st.waiters {
+			w.wake()
+		}
+	case wk.Token != "":
+		if w := st.waiters[wk.Token]; w != nil {
+			w.wake()
+		}
+	default:
+		var best *waiter
+		for _, w := range st.waiters {
+			if w.ticket == 0 {
+				w.wake()
+				continue
+			}
+			if best == nil || w.ticket < best.ticket {
+				best = w
+			}
+		}
+		if best != nil {
+			best.wake()
+		}
+	}
+}
+
+// heartbeatLoop sends one batched heartbeat for every local waiter each
+// heartbeat interval, and exits when there are no waiters left (or on
+// Close). A waiter whose entry is gone (purged) or that could be granted now
+// (a lost wake-up) is woken to run its step again.
+func (l *Locker) heartbeatLoop() {
+	defer l.bg.Done()
+	t := time.NewTimer(l.heartbeat)
+	defer t.Stop()
+	var batch []backend.Waiter
+	var ws []*waiter
+	for {
+		select {
+		case <-t.C:
+		case <-l.done:
+			l.mu.Lock()
+			l.hbRunning = false
+			l.mu.Unlock()
+			return
+		}
+		batch, ws = batch[:0], ws[:0]
+		l.mu.Lock()
+		for _, st := range l.ids {
+			for _, w := range st.waiters {
+				batch = append(batch, backend.Waiter{ID: w.id, Token: w.token})
+				ws = append(ws, w)
+			}
+		}
+		if len(ws) == 0 {
+			l.hbRunning = false
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), l.heartbeat)
+		res, err := l.b.Heartbeat(ctx, batch, l.waiterTTL)
+		cancel()
+		if err != nil {
+			l.log.Warn("lock: heartbeat failed; waiters may be purged if it keeps failing",
+				"waiters", len(batch), "err", err)
+		}
+		for i, r := range res {
+			if i >= len(ws) {
+				break
+			}
+			if !r.Queued || r.Ready {
+				ws[i].wake()
+			}
+		}
+		t.Reset(l.heartbeat)
+	}
+}
