@@ -1,0 +1,145 @@
+package keys
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// hashTag returns the part of key that Redis Cluster hashes: the bytes
+// between the first '{' and the next '}' when that is non-empty, otherwise
+// the whole key (the rule of the Redis Cluster specification).
+func hashTag(key string) string {
+	start := strings.IndexByte(key, '{')
+	if start < 0 {
+		return key
+	}
+	end := strings.IndexByte(key[start+1:], '}')
+	if end <= 0 {
+		return key
+	}
+	return key[start+1 : start+1+end]
+}
+
+func TestEncodeExamples(t *testing.T) {
+	cases := map[string]string{
+		"":            "%",
+		"order-42":    "order-42",
+		"a{b}c":       "a%7Bb%7Dc",
+		"100%":        "100%25",
+		"%7B":         "%257B",
+		"}{":          "%7D%7B",
+		"x:y}:lock":   "x:y%7D:lock",
+		"\x00\xff\n ": "\x00\xff\n ",
+	}
+	for id, want := range cases {
+		if got := Encode(id); got != want {
+			t.Errorf("Encode(%q) = %q, want %q", id, got, want)
+		}
+		back, err := Decode(want)
+		if err != nil || back != id {
+			t.Errorf("Decode(%q) = %q, %v; want %q", want, back, err, id)
+		}
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	for _, s := range []string{"", "a{", "}", "%%", "%2", "%7b", "%41", "a%7"} {
+		if got, err := Decode(s); !errors.Is(err, ErrBadEncoding) {
+			t.Errorf("Decode(%q) = %q, %v; want ErrBadEncoding", s, got, err)
+		}
+	}
+}
+
+func TestPrefix(t *testing.T) {
+	k, err := New("")
+	if err != nil || k.Prefix() != DefaultPrefix || DefaultPrefix != "lock:" {
+		t.Fatalf(`New("") = %q, %v; want the default prefix "lock:"`, k.Prefix(), err)
+	}
+	for _, p := range []string{"{", "}", "a{b", "x}"} {
+		if _, err := New(p); !errors.Is(err, ErrBadPrefix) {
+			t.Errorf("New(%q) error = %v, want ErrBadPrefix", p, err)
+		}
+	}
+	k, err = New("app:locks:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := k.For("a{b}")
+	want := ID{
+		Lock:      "app:locks:{a%7Bb%7D}:lock",
+		Queue:     "app:locks:{a%7Bb%7D}:q",
+		Deadlines: "app:locks:{a%7Bb%7D}:dl",
+		Counters:  "app:locks:{a%7Bb%7D}:n",
+		Channel:   "app:locks:{a%7Bb%7D}:wake",
+	}
+	if got != want {
+		t.Errorf("For = %+v, want %+v", got, want)
+	}
+	if p := k.Pattern("a*[?]\\"); p != `app:locks:{a\*\[\?\]\\}:*` {
+		t.Errorf("Pattern = %q", p)
+	}
+}
+
+// FuzzEncode checks, for any id and any allowed prefix, that the encoding
+// is injective (Decode inverts it), contains no brace, and that the hash tag
+// Redis computes for every key and the channel of the id is exactly
+// Encode(id), so all of them hash to one slot and no id changes the layout.
+func FuzzEncode(f *testing.F) {
+	for _, s := range []struct{ prefix, id string }{
+		{"lock:", "order-42"}, {"", ""}, {"p", "{}"}, {"lock:", "%"}, {"x:", "%7B"},
+		{"a", "}{:lock"}, {"lock:", "id}:q{x"}, {"", "\xff\x00{"},
+	} {
+		f.Add(s.prefix, s.id)
+	}
+	f.Fuzz(func(t *testing.T, prefix, id string) {
+		enc := Encode(id)
+		if strings.ContainsAny(enc, "{}") {
+			t.Fatalf("Encode(%q) = %q contains a brace", id, enc)
+		}
+		if enc == "" {
+			t.Fatalf("Encode(%q) is empty: Redis would hash the whole key", id)
+		}
+		back, err := Decode(enc)
+		if err != nil || back != id {
+			t.Fatalf("Decode(Encode(%q)) = %q, %v", id, back, err)
+		}
+		k, err := New(prefix)
+		if strings.ContainsAny(prefix, "{}") {
+			if err == nil {
+				t.Fatalf("New(%q) accepted a prefix with a brace", prefix)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("New(%q): %v", prefix, err)
+		}
+		ks := k.For(id)
+		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Channel} {
+			if tag := hashTag(key); tag != enc {
+				t.Fatalf("hash tag of %q = %q, want %q", key, tag, enc)
+			}
+			gotID, suffix, err := k.Parse(key)
+			if err != nil || gotID != id || !strings.HasSuffix(key, "}:"+suffix) {
+				t.Fatalf("Parse(%q) = %q, %q, %v; want id %q", key, gotID, suffix, err, id)
+			}
+		}
+	})
+}
+
+// FuzzDecode checks that Decode accepts only what Encode produces, so that
+// two different key names never decode to the same id.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{"%", "a%25", "%7B%7D", "%7b", "{", "", "%2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := Decode(s)
+		if err != nil {
+			return
+		}
+		if enc := Encode(id); enc != s {
+			t.Fatalf("Decode(%q) = %q but Encode of that is %q", s, id, enc)
+		}
+	})
+}
