@@ -1,0 +1,41 @@
+package redistest
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestMain(m *testing.M) { os.Exit(Main(m)) }
+
+func TestAddrAnswersPing(t *testing.T) {
+	addr := Addr(t)
+	if err := ping(addr); err != nil {
+		t.Fatalf("shared server %s: %v", addr, err)
+	}
+	if again := Addr(t); again != addr {
+		t.Fatalf("Addr returned %s, then %s: want one shared server", addr, again)
+	}
+}
+
+func TestStartAndStop(t *testing.T) {
+	s := Start(t)
+	if err := ping(s.Addr); err != nil {
+		t.Fatalf("private server %s: %v", s.Addr, err)
+	}
+	s.Stop()
+	if err := ping(s.Addr); err == nil {
+		t.Fatalf("server %s still answers after Stop", s.Addr)
+	}
+	s.Stop() // idempotent
+}
+
+func TestPrefixIsUniqueAndBraceFree(t *testing.T) {
+	a, b := Prefix(t), Prefix(t)
+	if a == b {
+		t.Fatalf("Prefix returned %q twice", a)
+	}
+	if strings.ContainsAny(a, "{}") {
+		t.Fatalf("Prefix(%q) = %q contains a brace", t.Name(), a)
+	}
+}
