@@ -1,0 +1,81 @@
+// Package memorybackend is the in-process reference implementation of
+// [backend.Backend]: the exact semantics of the implementer's checklist in
+// the backend package, in plain Go, with an injectable clock so that tests
+// advance time instead of sleeping.
+//
+// # Model
+//
+// A [Store] is one "server": the shared state of every lock id. A [Backend]
+// is one "process" on a Store, with its own subscriptions and its own Close.
+// Several Backends made by [Store.NewBackend] contend on the same ids exactly
+// like separate machines on one Redis, and hear each other's wake-ups like
+// pub/sub subscribers. [New] is NewStore(opts).NewBackend().
+//
+// Every step (Acquire, Release, Extend, Leave, and each waiter of a
+// Heartbeat or request of a batch) is one critical section on the id's part
+// of the store. The store is split into shards by a hash of the id, each
+// with its own mutex, so that steps on different ids rarely contend.
+// Subscriber callbacks are collected inside the critical section and called
+// after it, never while a store lock is held, so they may call back into the
+// backend.
+//
+// # Time
+//
+// All lease expiries and waiter deadlines are measured by [Options.Clock]
+// (the real clock by default; a [ManualClock] in tests). Expiry is lazy,
+// checked on access: there is no goroutine or timer per lease or waiter. A
+// lease whose expiry is at or before the clock's now is free, and a waiter
+// whose deadline is at or before now is dead: the next step on its id purges
+// it (at most [Options.PurgeLimit] per step, earliest deadline first, so
+// every expired entry goes, not only the head; H3) and a heartbeat never
+// revives it.
+//
+// # Fences and tickets
+//
+// Fences and queue tickets come from two store-global monotonic counters
+// (uint64, both starting at 1). A global counter trivially gives strictly
+// increasing fences per id in grant order (S3) and strictly increasing
+// tickets per id in enqueue order (L2), and it needs no per-id state: once an
+// id is free and its queue is empty its entry is deleted, so no state is left
+// behind but the two counters (H2; [Store.Len] returns to 0). Fences and
+// tickets of one id are therefore increasing but not consecutive.
+//
+// # Steps
+//
+//   - Acquire purges the id's expired waiters, then grants if and only if the
+//     lock is free and the queue is empty or the requester is its head. When
+//     the requester already holds the lock it is a no-op that reports the
+//     existing fence and the remaining TTL. Otherwise, with Wait, the
+//     requester is enqueued at the tail with the next ticket (or keeps its
+//     entry) and its deadline becomes now+WaiterTTL; beyond
+//     [Options.MaxWaiters] it gets [backend.ErrQueueFull] and nothing is
+//     enqueued.
+//   - Release is compare-and-delete ([backend.ErrNotHeld] otherwise, also
+//     after expiry); Extend is compare-and-set on a live lock, keeps the
+//     fence and never re-creates an expired lock.
+//   - Leave removes the requester's entry and releases the lock if the
+//     requester holds it (a grant that raced a cancel). It is idempotent.
+//   - Heartbeat refreshes the deadline of each listed waiter that is still
+//     queued (never re-adds one) and reports whether it could be granted now.
+//
+// # Wake-ups
+//
+// A wake-up calls every function subscribed to the id on the Store (from any
+// Backend) with backend.Wake{ID: id, Token: headToken}; only the head is
+// named. A step wakes the head when, after it, the lock is free and the queue
+// is non-empty and either the step freed the lock (a release, a leave that
+// released, or a lease found expired) or the head changed (a leave or a
+// purge). Heartbeat also wakes the head of every listed id whose lock is free
+// and whose queue is non-empty. [Store.ExpireNow] ends a lease with no
+// wake-up, like a Redis key expiring.
+//
+// A closed Backend drops its subscriptions, and every later call returns
+// [backend.ErrClosed]; other Backends on the Store are not affected. Close
+// does not release the locks its callers hold: as with a process that dies,
+// they expire.
+//
+// # Inspection
+//
+// [Store.Holder], [Store.Waiters], [Store.Len] and [Store.ExpireNow] let
+// tests look at and disturb the shared state. All are goroutine-safe.
+package memorybackend

@@ -1,0 +1,5 @@
+//go:build race
+
+package memorybackend_test
+
+const raceEnabled = true

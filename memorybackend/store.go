@@ -1,0 +1,431 @@
+package memorybackend
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// Options configures a Store. A nil *Options means every default; so does
+// a zero (or negative) field.
+type Options struct {
+	// Clock measures every lease expiry and waiter deadline.
+	// Default: the real clock (time.Now).
+	Clock Clock
+	// MaxWaiters caps the queue of one id; an Acquire with Wait that would
+	// enqueue beyond it gets backend.ErrQueueFull and enqueues nothing.
+	// Default: 10000.
+	MaxWaiters int
+	// PurgeLimit is the most expired waiters one step purges per id.
+	// Default: 100.
+	PurgeLimit int
+}
+
+const (
+	// DefaultMaxWaiters is the default of Options.MaxWaiters.
+	DefaultMaxWaiters = 10000
+	// DefaultPurgeLimit is the default of Options.PurgeLimit.
+	DefaultPurgeLimit = 100
+)
+
+const (
+	numShards   = 64
+	entryPool   = 16 // free entries kept per shard
+	sweepEvery  = 16 // new entries between two opportunistic sweeps
+	sweepProbes = 4  // entries looked at by one sweep
+)
+
+// Store is the shared state of every lock id: one "server". Many Backends
+// on one Store contend like separate processes on one Redis. Create it with
+// NewStore; it is goroutine-safe.
+type Store struct {
+	clock      Clock
+	maxWaiters int
+	purgeLimit int
+	seed       maphash.Seed
+
+	fence  atomic.Uint64 // last fence handed out
+	_      [56]byte
+	ticket atomic.Uint64 // last ticket handed out
+	_      [56]byte
+
+	shards [numShards]shard
+}
+
+type shard struct {
+	mu      sync.Mutex
+	ids     map[string]*entry
+	subs    map[string][]*subscription // copy-on-write slices
+	free    []*entry
+	creates uint32
+	_       [64]byte
+}
+
+// NewStore returns an empty Store configured by opts (nil for defaults).
+func NewStore(opts *Options) *Store {
+	s := &Store{
+		clock:      realClock{},
+		maxWaiters: DefaultMaxWaiters,
+		purgeLimit: DefaultPurgeLimit,
+		seed:       maphash.MakeSeed(),
+	}
+	if opts != nil {
+		if opts.Clock != nil {
+			s.clock = opts.Clock
+		}
+		if opts.MaxWaiters > 0 {
+			s.maxWaiters = opts.MaxWaiters
+		}
+		if opts.PurgeLimit > 0 {
+			s.purgeLimit = opts.PurgeLimit
+		}
+	}
+	for i := range s.shards {
+		s.shards[i].ids = make(map[string]*entry)
+		s.shards[i].subs = make(map[string][]*subscription)
+	}
+	return s
+}
+
+// NewBackend returns a new Backend on s: one "process", with its own
+// subscriptions and its own Close.
+func (s *Store) NewBackend() *Backend {
+	return &Backend{s: s}
+}
+
+// New returns a Backend on a new Store: NewStore(opts).NewBackend().
+func New(opts *Options) *Backend {
+	return NewStore(opts).NewBackend()
+}
+
+func (s *Store) shard(id string) *shard {
+	return &s.shards[maphash.String(s.seed, id)%numShards]
+}
+
+// ExpireNow ends the lease of id now, with no wake-up, like a Redis key
+// expiring. Waiters stay queued. It does nothing when id is not held.
+func (s *Store) ExpireNow(id string) {
+	sh := s.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.ids[id]
+	if e == nil {
+		return
+	}
+	e.holder = ""
+	if e.head == nil {
+		sh.drop(id, e)
+	}
+}
+
+// Holder returns the token that holds id now, by the store's clock, and
+// whether any does.
+func (s *Store) Holder(id string) (token string, ok bool) {
+	sh := s.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.ids[id]
+	if e == nil || !e.live(s.clock.Now()) {
+		return "", false
+	}
+	return e.holder, true
+}
+
+// Waiters returns the tokens of the live queue entries of id (deadline
+// after now, by the store's clock) in ticket order, head first.
+func (s *Store) Waiters(id string) []string {
+	sh := s.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.ids[id]
+	if e == nil {
+		return nil
+	}
+	now := s.clock.Now()
+	var out []string
+	for w := e.head; w != nil; w = w.next {
+		if w.deadline.After(now) {
+			out = append(out, w.token)
+		}
+	}
+	return out
+}
+
+// Len returns the number of ids that have any state left: a live lease or a
+// live waiter. It is 0 when everything was released, left or has expired
+// (H2). Entries found with nothing live are deleted on the way.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		now := s.clock.Now()
+		for id, e := range sh.ids {
+			if e.live(now) || hasLiveWaiter(e, now) {
+				n++
+				continue
+			}
+			sh.drop(id, e)
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+func hasLiveWaiter(e *entry, now time.Time) bool {
+	for w := e.head; w != nil; w = w.next {
+		if w.deadline.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// create adds a fresh entry for id. Every sweepEvery creations it also
+// deletes a few entries left with nothing live (an expired lease nobody
+// touched since), so that abandoned ids do not pile up.
+func (sh *shard) create(s *Store, id string, now time.Time) *entry {
+	sh.creates++
+	if sh.creates%sweepEvery == 0 {
+		probes := 0
+		for oid, e := range sh.ids {
+			if probes++; probes > sweepProbes {
+				break
+			}
+			if e.live(now) {
+				continue
+			}
+			e.holder = ""
+			e.purge(now, s.purgeLimit)
+			if e.head == nil {
+				sh.drop(oid, e)
+			}
+		}
+	}
+	var e *entry
+	if n := len(sh.free); n > 0 {
+		e = sh.free[n-1]
+		sh.free[n-1] = nil
+		sh.free = sh.free[:n-1]
+	} else {
+		e = new(entry)
+	}
+	sh.ids[id] = e
+	return e
+}
+
+// drop deletes id's entry and keeps it for reuse.
+func (sh *shard) drop(id string, e *entry) {
+	delete(sh.ids, id)
+	e.reset()
+	if len(sh.free) < entryPool {
+		sh.free = append(sh.free, e)
+	}
+}
+
+// mark is an entry's state at the start of a step, to decide the wake-up at
+// its end.
+type mark struct {
+	held bool
+	head *waiter
+}
+
+// open starts a step on id: it loads the entry (nil if none), frees an
+// expired lease and purges expired waiters.
+func (s *Store) open(sh *shard, id string, now time.Time) (*entry, mark) {
+	e := sh.ids[id]
+	if e == nil {
+		return nil, mark{}
+	}
+	m := mark{held: e.holder != "", head: e.head}
+	e.expire(now)
+	e.purge(now, s.purgeLimit)
+	return e, m
+}
+
+// finish ends a step on id: it deletes the entry if nothing is left, and
+// otherwise returns the wake-up of the head when the lock is free and the
+// step freed it or changed the head (or always, with force).
+func (s *Store) finish(sh *shard, id string, e *entry, m mark, force bool) wakeCall {
+	if e.holder != "" {
+		return wakeCall{}
+	}
+	if e.head == nil {
+		sh.drop(id, e)
+		return wakeCall{}
+	}
+	if !force && !m.held && e.head == m.head {
+		return wakeCall{}
+	}
+	subs := sh.subs[id]
+	if len(subs) == 0 {
+		return wakeCall{}
+	}
+	return wakeCall{subs: subs, wake: backend.Wake{ID: id, Token: e.head.token}}
+}
+
+// grant gives the lock to req.Token with a new fence.
+func (s *Store) grant(e *entry, req *backend.AcquireRequest, now time.Time) backend.Grant {
+	e.holder = req.Token
+	e.expiry = now.Add(req.TTL)
+	e.fence = s.fence.Add(1)
+	return backend.Grant{Acquired: true, Fence: e.fence, TTL: req.TTL}
+}
+
+// acquire is the Acquire step; the caller holds sh.mu.
+func (s *Store) acquire(sh *shard, req *backend.AcquireRequest) (backend.Grant, wakeCall, error) {
+	now := s.clock.Now()
+	e, m := s.open(sh, req.ID, now)
+	if e == nil {
+		e = sh.create(s, req.ID, now)
+		return s.grant(e, req, now), wakeCall{}, nil
+	}
+	if e.heldBy(req.Token) {
+		// Retry by the holder: a no-op (S6).
+		return backend.Grant{Acquired: true, Fence: e.fence, TTL: e.expiry.Sub(now)}, wakeCall{}, nil
+	}
+	w := e.lookup(req.Token, now)
+	if e.holder == "" && (e.head == nil || e.head == w) {
+		if w != nil {
+			e.remove(w)
+		}
+		return s.grant(e, req, now), wakeCall{}, nil
+	}
+	var g backend.Grant
+	var err error
+	if e.holder != "" {
+		g.HolderTTL = e.expiry.Sub(now)
+	}
+	if req.Wait {
+		deadline := now.Add(req.WaiterTTL)
+		switch {
+		case w != nil:
+			e.refresh(w, deadline)
+		case e.queueLen() >= s.maxWaiters:
+			err = backend.ErrQueueFull
+		default:
+			w = e.enqueue(req.Token, s.ticket.Add(1), deadline)
+		}
+	}
+	if w != nil {
+		g.Queued = true
+		g.Ticket = w.ticket
+		g.Head = e.head == w
+	}
+	return g, s.finish(sh, req.ID, e, m, false), err
+}
+
+// release is the Release step; the caller holds sh.mu.
+func (s *Store) release(sh *shard, id, token string) (wakeCall, error) {
+	now := s.clock.Now()
+	e, m := s.open(sh, id, now)
+	if e == nil {
+		return wakeCall{}, backend.ErrNotHeld
+	}
+	var err error
+	if e.heldBy(token) {
+		e.holder = ""
+	} else {
+		err = backend.ErrNotHeld
+	}
+	return s.finish(sh, id, e, m, false), err
+}
+
+// extend is the Extend step; the caller holds sh.mu.
+func (s *Store) extend(sh *shard, id, token string, ttl time.Duration) (wakeCall, error) {
+	now := s.clock.Now()
+	e, m := s.open(sh, id, now)
+	if e == nil {
+		return wakeCall{}, backend.ErrNotHeld
+	}
+	var err error
+	if e.heldBy(token) {
+		e.expiry = now.Add(ttl)
+	} else {
+		err = backend.ErrNotHeld
+	}
+	return s.finish(sh, id, e, m, false), err
+}
+
+// leave is the Leave step; the caller holds sh.mu.
+func (s *Store) leave(sh *shard, id, token string) wakeCall {
+	now := s.clock.Now()
+	e, m := s.open(sh, id, now)
+	if e == nil {
+		return wakeCall{}
+	}
+	if w := e.lookup(token, now); w != nil {
+		e.remove(w)
+	}
+	if e.heldBy(token) {
+		e.holder = ""
+	}
+	return s.finish(sh, id, e, m, false)
+}
+
+// heartbeat is one waiter's Heartbeat step; the caller holds sh.mu.
+func (s *Store) heartbeat(sh *shard, wt backend.Waiter, waiterTTL time.Duration) (backend.HeartbeatResult, wakeCall) {
+	now := s.clock.Now()
+	e, m := s.open(sh, wt.ID, now)
+	if e == nil {
+		return backend.HeartbeatResult{}, wakeCall{}
+	}
+	var r backend.HeartbeatResult
+	if w := e.lookup(wt.Token, now); w != nil {
+		e.refresh(w, now.Add(waiterTTL))
+		r.Queued = true
+		r.Ready = e.holder == "" && e.head == w
+	}
+	return r, s.finish(sh, wt.ID, e, m, true)
+}
+
+// subscription is one Subscribe registration.
+type subscription struct {
+	id string
+	fn func(backend.Wake)
+}
+
+func (s *Store) addSub(sub *subscription) {
+	sh := s.shard(sub.id)
+	sh.mu.Lock()
+	old := sh.subs[sub.id]
+	// Copy on write: a wakeCall may be iterating the old slice.
+	sh.subs[sub.id] = append(old[:len(old):len(old)], sub)
+	sh.mu.Unlock()
+}
+
+func (s *Store) removeSub(sub *subscription) {
+	sh := s.shard(sub.id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old := sh.subs[sub.id]
+	if len(old) <= 1 {
+		if len(old) == 1 && old[0] == sub {
+			delete(sh.subs, sub.id)
+		}
+		return
+	}
+	subs := make([]*subscription, 0, len(old)-1)
+	for _, x := range old {
+		if x != sub {
+			subs = append(subs, x)
+		}
+	}
+	sh.subs[sub.id] = subs
+}
+
+// wakeCall is a wake-up collected inside a critical section, to be
+// delivered after it.
+type wakeCall struct {
+	subs []*subscription
+	wake backend.Wake
+}
+
+func (c *wakeCall) fire() {
+	for _, sub := range c.subs {
+		sub.fn(c.wake)
+	}
+}
