@@ -12,7 +12,8 @@ import (
 //
 // While fn runs the lease is extended every ttl/3, and fn's context is
 // cancelled, with cause ErrLeaseLost, as soon as the lease is known or
-// presumed lost (no later than its ValidUntil). If the lease was lost while
+// presumed lost (no later than its ValidUntil). Close cancels it with cause
+// ErrClosed and waits for Do to return. If the lease was lost while
 // fn ran, Do returns fn's value and an error matching ErrLeaseLost (joined
 // with fn's error, if any): fn may have run unprotected.
 //
@@ -31,6 +32,14 @@ func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration, fn 
 	if fn == nil {
 		return zero, argErr("fn", "nil function")
 	}
+	if err := checkCtx(ctx); err != nil {
+		return zero, err
+	}
+	// Close waits for Do to return, and cancels fn's ctx meanwhile.
+	if err := l.begin(); err != nil {
+		return zero, err
+	}
+	defer l.end()
 	res, err := l.Acquire(ctx, id, ttl)
 	if err != nil {
 		return zero, err
@@ -100,6 +109,9 @@ func (le *Lease) keepAlive(ctx context.Context, ttl time.Duration, stop <-chan s
 			return
 		case <-lost:
 			cancel(ErrLeaseLost)
+			return
+		case <-le.l.done:
+			cancel(ErrClosed)
 			return
 		case <-t.C:
 			ectx, ecancel := context.WithTimeout(ctx, every)

@@ -25,15 +25,18 @@
 // (token, ticket, deadline) and a fence counter.
 //
 //  1. Acquire is one atomic step: purge expired waiters of the id (every
-//     expired entry, up to a bounded LIMIT per step), then grant if and only
-//     if the lock is free (or already held by req.Token) and no waiter with a
-//     lower ticket than the requester's is in the queue (a requester that is
-//     not queued has an infinite ticket, so any queued waiter blocks it).
-//     Granting removes the requester's queue entry, sets the lock to
-//     req.Token with expiry now+req.TTL (relative to the store's clock), and
-//     takes the next fence from the id's fence counter. When req.Token
-//     already holds the lock the step is a no-op that reports Acquired with
-//     the existing fence and the remaining TTL (retry safety, S6).
+//     expired entry, up to a bounded LIMIT per step). When req.Token already
+//     holds the lock, whatever the queue holds, the step is a no-op that
+//     reports Acquired with the existing fence and the remaining TTL (retry
+//     safety, S6). Otherwise it grants if and only if the lock is free and
+//     no waiter with a lower ticket than the requester's is in the queue (a
+//     requester that is not queued has an infinite ticket, so any queued
+//     waiter blocks it). Granting removes the requester's queue entry, sets
+//     the lock to req.Token with expiry now+req.TTL (relative to the store's
+//     clock), and takes the next fence from a counter (per id, or wider:
+//     fences and tickets need only strictly increase per id, not by one).
+//     An entry past its deadline is dead even where the purge LIMIT left it
+//     in place: never refresh or grant it; its owner counts as not queued.
 //  2. When Acquire does not grant and req.Wait is set, the requester is
 //     enqueued with the next ticket of the id's ticket counter (or keeps its
 //     ticket if already queued) and its deadline becomes now+req.WaiterTTL by
@@ -66,6 +69,8 @@
 //     re-established, deliver Wake{ID: id, All: true} for every subscribed
 //     id so that every local waiter re-checks. If the backend cannot name
 //     the head (e.g. a cache invalidation), deliver Wake{ID: id}.
+//     Steps that return ErrNotHeld may still expire or purge what is
+//     already dead; nothing a live client can observe changes.
 //  9. Errors: return ErrNotHeld and ErrQueueFull as themselves (wrapping
 //     is allowed); return store or client failures as they are, the core
 //     wraps them once in a *BackendError. Honour ctx: a cancelled ctx
