@@ -108,14 +108,14 @@ type Locker struct {
 	log          *slog.Logger
 	done         chan struct{}
 
-	mu          sync.Mutex
-	closed      bool
-	ids         map[string]*idWaiters
-	hbRunning   bool
-	bg          sync.WaitGroup // the heartbeat goroutine
-	calls       sync.WaitGroup // calls in flight, waited for by Close
-	closeErr    error
-	closeOnce   sync.Once
+	mu        sync.Mutex
+	closed    bool
+	ids       map[string]*idWaiters
+	hbRunning bool
+	bg        sync.WaitGroup // the heartbeat goroutine
+	calls     sync.WaitGroup // calls in flight, waited for by Close
+	closeErr  error
+	closeOnce sync.Once
 }
 
 // New returns a Locker over b. It panics if b is nil, as the standard
