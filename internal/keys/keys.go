@@ -202,6 +202,11 @@ func (k Keyspace) Pattern(id string) string {
 	return escapeGlob(k.Base(id)) + "*"
 }
 
+// PrefixPattern returns a SCAN MATCH pattern for every key of the keyspace.
+func (k Keyspace) PrefixPattern() string {
+	return escapeGlob(k.prefix) + "*"
+}
+
 // escapeGlob escapes the characters that are special in a Redis glob.
 func escapeGlob(s string) string {
 	if !strings.ContainsAny(s, `*?[]\`) {

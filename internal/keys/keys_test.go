@@ -79,6 +79,10 @@ func TestPrefix(t *testing.T) {
 	if p := k.Pattern("a*[?]\\"); p != `app:locks:{a\*\[\?\]\\}:*` {
 		t.Errorf("Pattern = %q", p)
 	}
+	k, _ = New("t[1]*:")
+	if p := k.PrefixPattern(); p != `t\[1\]\*:*` {
+		t.Errorf("PrefixPattern = %q", p)
+	}
 }
 
 // FuzzEncode checks, for any id and any allowed prefix, that the encoding

@@ -1,0 +1,57 @@
+-- heartbeat: refresh the deadlines of the listed waiters of one id that are
+-- still queued (never re-adding one that is gone), purge expired waiters,
+-- report per waiter, and wake the head if the lock is free
+-- (backend checklist items 6 and 7).
+--
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines
+-- ARGV[1] waiter TTL in ms
+-- ARGV[2] purge limit
+-- ARGV[3] wake-up channel
+-- ARGV[4..] waiter tokens (at least one, at most 10000)
+--
+-- Reply: one integer per token, in order: 0 gone, 1 queued (deadline
+-- refreshed), 3 queued and ready (the lock is free and it is the head).
+-- Error reply: LOCKBADARG.
+local wttl = posint(1)
+if not wttl then return bad_arg('waiter_ttl', 'must be a positive integer of milliseconds') end
+local limit = posint(2, 100000)
+if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
+local channel = ARGV[3]
+if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
+if #ARGV < 4 or #ARGV > 10003 then return bad_arg('tokens', 'must be 1 to 10000 tokens') end
+for i = 4, #ARGV do
+  if not valid_token(ARGV[i]) then return bad_arg('token', 'must be 1 to 128 bytes') end
+end
+
+local lock, q, d = KEYS[1], KEYS[2], KEYS[3]
+local now = now_ms()
+purge(q, d, now, limit)
+local out = {}
+local any = false
+for i = 4, #ARGV do
+  local tok = ARGV[i]
+  local r = 0
+  if redis.call('ZSCORE', q, tok) then
+    local deadline = tonumber(redis.call('ZSCORE', d, tok))
+    if deadline and deadline > now then
+      redis.call('ZADD', d, now + wttl, tok)
+      any = true
+      r = 1
+    else
+      -- Dead even if the LIMIT left it in place: never refreshed.
+      redis.call('ZREM', q, tok)
+      redis.call('ZREM', d, tok)
+    end
+  end
+  out[#out + 1] = r
+end
+if any then keep_queue(q, d, QUEUE_TTL_FACTOR * wttl) end
+local free = redis.call('EXISTS', lock) == 0
+local head = head_of(q)
+if free and head then
+  for i = 4, #ARGV do
+    if out[i - 3] == 1 and ARGV[i] == head then out[i - 3] = 3 end
+  end
+  redis.call('PUBLISH', channel, head)
+end
+return out

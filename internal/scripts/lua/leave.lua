@@ -1,0 +1,37 @@
+-- leave: remove the token's queue entry and release the lock if the token
+-- holds it; wake the new head if the lock is then free. Idempotent
+-- (backend checklist items 5 and 7).
+--
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines
+-- ARGV[1] token
+-- ARGV[2] purge limit
+-- ARGV[3] wake-up channel
+--
+-- Reply: {left, released}: 1 if an entry was removed, 1 if the lock was
+-- released. Error reply: LOCKBADARG.
+local token = ARGV[1]
+if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
+local limit = posint(2, 100000)
+if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
+local channel = ARGV[3]
+if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
+
+local lock, q, d = KEYS[1], KEYS[2], KEYS[3]
+local holder = redis.call('GET', lock)
+local head_before = head_of(q)
+local left = redis.call('ZREM', q, token)
+redis.call('ZREM', d, token)
+local released = 0
+if holder == token then
+  redis.call('DEL', lock)
+  released = 1
+  holder = false
+end
+purge(q, d, now_ms(), limit)
+if not holder then
+  local head = head_of(q)
+  if head and (released == 1 or head ~= head_before) then
+    redis.call('PUBLISH', channel, head)
+  end
+end
+return {left, released}

@@ -1,0 +1,69 @@
+-- lib.lua: helpers shared by every script. The scripts package prepends
+-- this file to each script's own file, so every script is self-contained
+-- on the server. Only locals: Redis forbids globals in scripts.
+
+-- Error replies start with a code and a space (Redis adds "ERR " to a reply
+-- without a space); the adapters map the codes to the backend's errors.
+local function fail(code, msg)
+  return redis.error_reply(code .. ' ' .. msg)
+end
+
+local function bad_arg(name, msg)
+  return fail('LOCKBADARG', name .. ': ' .. msg)
+end
+
+-- posint returns ARGV[i] as a positive integer of at most 15 digits (exact
+-- as a Lua number) and at most max, or nil.
+local function posint(i, max)
+  local s = ARGV[i]
+  if type(s) ~= 'string' or #s > 15 or not string.find(s, '^[1-9][0-9]*$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if max ~= nil and n > max then
+    return nil
+  end
+  return n
+end
+
+-- valid_token reports whether s is a non-empty token of at most 128 bytes
+-- (backend.MaxTokenLength).
+local function valid_token(s)
+  return type(s) == 'string' and #s > 0 and #s <= 128
+end
+
+-- now_ms returns the server's clock in milliseconds.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- head_of returns the token with the lowest ticket, or false.
+local function head_of(q)
+  local h = redis.call('ZRANGE', q, 0, 0)
+  return h[1] or false
+end
+
+-- purge removes the waiters whose deadline has passed (deadline <= now),
+-- at most limit of them, from both sets, and returns how many it removed.
+local function purge(q, d, now, limit)
+  local dead = redis.call('ZRANGEBYSCORE', d, '-inf', now, 'LIMIT', 0, limit)
+  if #dead > 0 then
+    redis.call('ZREM', d, unpack(dead))
+    redis.call('ZREM', q, unpack(dead))
+  end
+  return #dead
+end
+
+-- QUEUE_TTL_FACTOR times a waiter TTL is how long the queue keys live at
+-- least after an enqueue or a heartbeat: past every deadline they hold.
+local QUEUE_TTL_FACTOR = 3
+
+-- keep_queue makes both queue keys live at least ttl more milliseconds; it
+-- never shortens their TTL (another process may use a longer waiter TTL).
+local function keep_queue(q, d, ttl)
+  if redis.call('PTTL', q) < ttl then
+    redis.call('PEXPIRE', q, ttl)
+    redis.call('PEXPIRE', d, ttl)
+  end
+end

@@ -1,0 +1,28 @@
+-- release: compare-and-delete of the lock, then wake the head
+-- (backend checklist items 3 and 7).
+--
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines
+-- ARGV[1] token
+-- ARGV[2] purge limit
+-- ARGV[3] wake-up channel
+--
+-- Reply: 1. Error replies: LOCKNOTHELD (nothing changed), LOCKBADARG.
+local token = ARGV[1]
+if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
+local limit = posint(2, 100000)
+if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
+local channel = ARGV[3]
+if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
+
+local lock, q, d = KEYS[1], KEYS[2], KEYS[3]
+if redis.call('GET', lock) ~= token then
+  return fail('LOCKNOTHELD', 'the token does not hold the lock')
+end
+redis.call('DEL', lock)
+-- Wake a live head, not one that stopped heartbeating.
+purge(q, d, now_ms(), limit)
+local head = head_of(q)
+if head then
+  redis.call('PUBLISH', channel, head)
+end
+return 1

@@ -1,0 +1,194 @@
+// Package scripts holds the Lua scripts of the Redis backends, one set
+// shared by every Redis adapter (go-redis now, rueidis later), and the
+// layout of their KEYS, ARGV and replies.
+//
+// Each script is the file lua/<name>.lua prefixed by lua/lib.lua (shared
+// helpers); [Script.Source] is the full text that is sent to the server and
+// [Script.SHA1] its digest for EVALSHA. Data reaches a script only through
+// KEYS and ARGV, never through its source, and every script validates its
+// ARGV, answering bad input with a LOCKBADARG error reply.
+//
+// The keys of one id (see package keys) share one hash tag, so every script
+// works on Redis Cluster. The scripts need Redis 5 or newer (they call TIME
+// before writing, which needs effects replication).
+//
+// # Scripts
+//
+//   - acquire: purge expired waiters, then grant if the lock is free and
+//     nobody is queued ahead of the requester (fence from the counter, SET
+//     PX with the relative TTL); a retried grant is a no-op that reports the
+//     lease. Otherwise, with wait, enqueue with the next ticket (or keep the
+//     ticket) and set the waiter's deadline by the server's TIME. Reads the
+//     lock key in the same step, for client-side-caching adapters.
+//   - release: compare-and-delete, purge, wake the head.
+//   - extend: compare-and-PEXPIRE; never re-creates an expired lock.
+//   - leave: remove the token's entry, release the lock if the token holds
+//     it, purge, and wake the new head when the lock is free and the head
+//     changed or the lock was released.
+//   - heartbeat: purge, refresh the deadlines of the listed waiters of one
+//     id that are still queued, report queued/ready, wake the head when the
+//     lock is free.
+//
+// A wake-up is a PUBLISH on the id's channel whose payload is the head's
+// token; only the head is named.
+package scripts
+
+import (
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
+)
+
+//go:embed lua/*.lua
+var files embed.FS
+
+// Script is one Lua script: its name, full source and SHA1 for EVALSHA.
+type Script struct {
+	Name   string // e.g. "acquire"
+	Source string // lib.lua followed by <name>.lua
+	SHA1   string // lowercase hex SHA1 of Source
+}
+
+// The scripts.
+var (
+	Acquire   = load("acquire")
+	Release   = load("release")
+	Extend    = load("extend")
+	Leave     = load("leave")
+	Heartbeat = load("heartbeat")
+)
+
+// All returns every script, e.g. to SCRIPT LOAD them up front.
+func All() []Script {
+	return []Script{Acquire, Release, Extend, Leave, Heartbeat}
+}
+
+func load(name string) Script {
+	lib, err := files.ReadFile("lua/lib.lua")
+	if err != nil {
+		panic(err)
+	}
+	body, err := files.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic(err)
+	}
+	src := string(lib) + "\n" + string(body)
+	sum := sha1.Sum([]byte(src))
+	return Script{Name: name, Source: src, SHA1: hex.EncodeToString(sum[:])}
+}
+
+// Error reply codes. A script's error reply is "<code> <message>"; Redis
+// may put "ERR " before it.
+const (
+	CodeNotHeld   = "LOCKNOTHELD"   // release, extend: the token does not hold the lock
+	CodeQueueFull = "LOCKQUEUEFULL" // acquire: the id has max waiters
+	CodeBadArg    = "LOCKBADARG"    // any: an ARGV entry is invalid
+)
+
+// ErrorCode returns the code of a script's error reply message, or "" when
+// the message is not one of the scripts' own.
+func ErrorCode(msg string) string {
+	msg = strings.TrimPrefix(msg, "ERR ")
+	code, _, _ := strings.Cut(msg, " ")
+	switch code {
+	case CodeNotHeld, CodeQueueFull, CodeBadArg:
+		return code
+	}
+	return ""
+}
+
+// MapError maps an error reply message to backend.ErrNotHeld or
+// backend.ErrQueueFull; it returns nil for any other message.
+func MapError(msg string) error {
+	switch ErrorCode(msg) {
+	case CodeNotHeld:
+		return backend.ErrNotHeld
+	case CodeQueueFull:
+		return backend.ErrQueueFull
+	}
+	return nil
+}
+
+// Limits of the scripts' arguments.
+const (
+	MaxPurgeLimit     = 100000 // largest purge limit a script accepts
+	MaxHeartbeatBatch = 10000  // most tokens in one heartbeat call
+	MaxTokenLength    = 128    // longest token a script accepts (backend.MaxTokenLength)
+	QueueTTLFactor    = 3      // queue keys live at least this many waiter TTLs after an enqueue or heartbeat
+)
+
+// Millis returns d in whole milliseconds, rounded up, so that the store
+// never holds a lease shorter than the core asked for.
+func Millis(d time.Duration) string {
+	ms := d / time.Millisecond
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return fmt.Sprint(int64(ms))
+}
+
+// AcquireCall returns the KEYS and ARGV of acquire.
+func AcquireCall(k keys.ID, req backend.AcquireRequest, maxWaiters, purgeLimit int) (keys, args []string) {
+	wait, wttl := "0", "0"
+	if req.Wait {
+		wait, wttl = "1", Millis(req.WaiterTTL)
+	}
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters},
+		[]string{req.Token, Millis(req.TTL), wait, wttl, fmt.Sprint(maxWaiters), fmt.Sprint(purgeLimit), k.Channel}
+}
+
+// ReleaseCall returns the KEYS and ARGV of release.
+func ReleaseCall(k keys.ID, token string, purgeLimit int) (keys, args []string) {
+	return []string{k.Lock, k.Queue, k.Deadlines}, []string{token, fmt.Sprint(purgeLimit), k.Channel}
+}
+
+// ExtendCall returns the KEYS and ARGV of extend.
+func ExtendCall(k keys.ID, token string, ttl time.Duration) (keys, args []string) {
+	return []string{k.Lock}, []string{token, Millis(ttl)}
+}
+
+// LeaveCall returns the KEYS and ARGV of leave.
+func LeaveCall(k keys.ID, token string, purgeLimit int) (keys, args []string) {
+	return []string{k.Lock, k.Queue, k.Deadlines}, []string{token, fmt.Sprint(purgeLimit), k.Channel}
+}
+
+// HeartbeatCall returns the KEYS and ARGV of heartbeat for tokens of one
+// id (at most MaxHeartbeatBatch).
+func HeartbeatCall(k keys.ID, tokens []string, waiterTTL time.Duration, purgeLimit int) (keys, args []string) {
+	args = make([]string, 0, 3+len(tokens))
+	args = append(args, Millis(waiterTTL), fmt.Sprint(purgeLimit), k.Channel)
+	args = append(args, tokens...)
+	return []string{k.Lock, k.Queue, k.Deadlines}, args
+}
+
+// ParseAcquire turns acquire's reply into a Grant.
+func ParseAcquire(r []int64) (backend.Grant, error) {
+	if len(r) != 7 {
+		return backend.Grant{}, fmt.Errorf("scripts: acquire replied %d values, want 7", len(r))
+	}
+	for _, v := range r {
+		if v < 0 {
+			return backend.Grant{}, fmt.Errorf("scripts: acquire replied a negative value: %v", r)
+		}
+	}
+	return backend.Grant{
+		Acquired:  r[0] == 1,
+		Fence:     uint64(r[1]),
+		TTL:       time.Duration(r[2]) * time.Millisecond,
+		HolderTTL: time.Duration(r[3]) * time.Millisecond,
+		Queued:    r[4] == 1,
+		Ticket:    uint64(r[5]),
+		Head:      r[6] == 1,
+	}, nil
+}
+
+// ParseHeartbeat turns one heartbeat reply value into a HeartbeatResult.
+func ParseHeartbeat(v int64) backend.HeartbeatResult {
+	return backend.HeartbeatResult{Queued: v&1 != 0, Ready: v&2 != 0}
+}

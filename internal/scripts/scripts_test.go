@@ -1,0 +1,192 @@
+package scripts
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/redistest"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+func TestConstantsMatchBackend(t *testing.T) {
+	if MaxTokenLength != backend.MaxTokenLength {
+		t.Fatalf("MaxTokenLength %d != backend.MaxTokenLength %d (lib.lua checks 128)", MaxTokenLength, backend.MaxTokenLength)
+	}
+	if !strings.Contains(Acquire.Source, "#s <= 128") {
+		t.Fatal("lib.lua no longer checks the token length against 128")
+	}
+}
+
+func TestErrorCode(t *testing.T) {
+	cases := map[string]error{
+		"LOCKNOTHELD the token does not hold the lock":     backend.ErrNotHeld,
+		"ERR LOCKNOTHELD the token does not hold the lock": backend.ErrNotHeld,
+		"LOCKQUEUEFULL the queue has 3 waiters":            backend.ErrQueueFull,
+		"LOCKBADARG ttl: x":                                nil,
+		"NOSCRIPT No matching script":                      nil,
+		"LOCKNOTHELDX":                                     nil,
+	}
+	for msg, want := range cases {
+		if got := MapError(msg); got != want {
+			t.Errorf("MapError(%q) = %v, want %v", msg, got, want)
+		}
+	}
+	if ErrorCode("ERR LOCKBADARG x: y") != CodeBadArg {
+		t.Error("ErrorCode does not see LOCKBADARG behind ERR")
+	}
+}
+
+func TestMillisRoundsUp(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Millisecond: "1", 1500 * time.Microsecond: "2", time.Nanosecond: "1", time.Hour: "3600000",
+	} {
+		if got := Millis(d); got != want {
+			t.Errorf("Millis(%v) = %s, want %s", d, got, want)
+		}
+	}
+}
+
+func client(t *testing.T) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestScriptsLoadWithTheirSHA1 checks that every script compiles on the
+// server and that Script.SHA1 is the digest the server uses for EVALSHA.
+func TestScriptsLoadWithTheirSHA1(t *testing.T) {
+	c := client(t)
+	names := map[string]bool{}
+	for _, s := range All() {
+		names[s.Name] = true
+		sha, err := c.ScriptLoad(context.Background(), s.Source).Result()
+		if err != nil {
+			t.Fatalf("SCRIPT LOAD %s: %v", s.Name, err)
+		}
+		if sha != s.SHA1 {
+			t.Fatalf("%s: server SHA1 %s, Script.SHA1 %s", s.Name, sha, s.SHA1)
+		}
+		if !strings.HasPrefix(s.Source, "-- lib.lua") {
+			t.Fatalf("%s does not start with lib.lua", s.Name)
+		}
+	}
+	if len(names) != 5 {
+		t.Fatalf("All() = %v, want 5 distinct scripts", names)
+	}
+}
+
+// TestScriptsValidateArgv sends bad ARGV to every script and expects a
+// LOCKBADARG error reply and no key written.
+func TestScriptsValidateArgv(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	ks, err := keys.New(redistest.Prefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := ks.For("id")
+	long := strings.Repeat("t", 129)
+	good := backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second, Wait: true, WaiterTTL: time.Second}
+	acqKeys, acqArgs := AcquireCall(k, good, 10, 10)
+	with := func(args []string, i int, v string) []string {
+		out := append([]string(nil), args...)
+		out[i] = v
+		return out
+	}
+	relKeys, relArgs := ReleaseCall(k, "T", 10)
+	extKeys, extArgs := ExtendCall(k, "T", time.Second)
+	lvKeys, lvArgs := LeaveCall(k, "T", 10)
+	hbKeys, hbArgs := HeartbeatCall(k, []string{"T"}, time.Second, 10)
+	cases := []struct {
+		name   string
+		script Script
+		keys   []string
+		args   []string
+	}{
+		{"acquire empty token", Acquire, acqKeys, with(acqArgs, 0, "")},
+		{"acquire long token", Acquire, acqKeys, with(acqArgs, 0, long)},
+		{"acquire ttl 0", Acquire, acqKeys, with(acqArgs, 1, "0")},
+		{"acquire ttl negative", Acquire, acqKeys, with(acqArgs, 1, "-5")},
+		{"acquire ttl fraction", Acquire, acqKeys, with(acqArgs, 1, "1.5")},
+		{"acquire ttl huge", Acquire, acqKeys, with(acqArgs, 1, "1234567890123456")},
+		{"acquire ttl text", Acquire, acqKeys, with(acqArgs, 1, "10s")},
+		{"acquire wait 2", Acquire, acqKeys, with(acqArgs, 2, "2")},
+		{"acquire waiter ttl 0", Acquire, acqKeys, with(acqArgs, 3, "0")},
+		{"acquire max waiters 0", Acquire, acqKeys, with(acqArgs, 4, "0")},
+		{"acquire purge limit too big", Acquire, acqKeys, with(acqArgs, 5, "100001")},
+		{"acquire no channel", Acquire, acqKeys, with(acqArgs, 6, "")},
+		{"acquire missing args", Acquire, acqKeys, acqArgs[:3]},
+		{"release empty token", Release, relKeys, with(relArgs, 0, "")},
+		{"release purge limit 0", Release, relKeys, with(relArgs, 1, "0")},
+		{"release no channel", Release, relKeys, with(relArgs, 2, "")},
+		{"extend ttl 0", Extend, extKeys, with(extArgs, 1, "0")},
+		{"extend long token", Extend, extKeys, with(extArgs, 0, long)},
+		{"leave empty token", Leave, lvKeys, with(lvArgs, 0, "")},
+		{"leave purge limit text", Leave, lvKeys, with(lvArgs, 1, "x")},
+		{"heartbeat ttl 0", Heartbeat, hbKeys, with(hbArgs, 0, "0")},
+		{"heartbeat no tokens", Heartbeat, hbKeys, hbArgs[:3]},
+		{"heartbeat empty token", Heartbeat, hbKeys, with(hbArgs, 3, "")},
+	}
+	for _, tc := range cases {
+		args := make([]any, len(tc.args))
+		for i, a := range tc.args {
+			args[i] = a
+		}
+		err := c.Eval(ctx, tc.script.Source, tc.keys, args...).Err()
+		var re redis.Error
+		if !errors.As(err, &re) || ErrorCode(err.Error()) != CodeBadArg {
+			t.Errorf("%s: got %v, want a LOCKBADARG error reply", tc.name, err)
+		}
+	}
+	if n := c.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters).Val(); n != 0 {
+		t.Fatalf("bad input wrote %d keys", n)
+	}
+	// The good arguments pass validation.
+	if err := c.Eval(ctx, Acquire.Source, acqKeys, anys(acqArgs)...).Err(); err != nil {
+		t.Fatalf("good acquire: %v", err)
+	}
+	if err := c.Eval(ctx, Release.Source, relKeys, anys(relArgs)...).Err(); err != nil {
+		t.Fatalf("good release: %v", err)
+	}
+	c.Del(ctx, k.Counters)
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func TestParseAcquire(t *testing.T) {
+	g, err := ParseAcquire([]int64{0, 0, 0, 1500, 1, 7, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := backend.Grant{HolderTTL: 1500 * time.Millisecond, Queued: true, Ticket: 7, Head: true}
+	if g != want {
+		t.Fatalf("ParseAcquire = %+v, want %+v", g, want)
+	}
+	if _, err := ParseAcquire([]int64{1, 2}); err == nil {
+		t.Fatal("ParseAcquire accepted a short reply")
+	}
+	if _, err := ParseAcquire([]int64{1, -1, 0, 0, 0, 0, 0}); err == nil {
+		t.Fatal("ParseAcquire accepted a negative value")
+	}
+	if r := ParseHeartbeat(3); !r.Queued || !r.Ready {
+		t.Fatalf("ParseHeartbeat(3) = %+v", r)
+	}
+	if r := ParseHeartbeat(0); r.Queued || r.Ready {
+		t.Fatalf("ParseHeartbeat(0) = %+v", r)
+	}
+}

@@ -1,0 +1,383 @@
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/scripts"
+)
+
+// Client is the part of a go-redis client that the backend uses. Every
+// go-redis client satisfies it: *redis.Client, *redis.ClusterClient,
+// *redis.Ring, a failover client, and any redis.UniversalClient.
+type Client interface {
+	redis.Scripter
+	// Pipeline batches the steps of AcquireBatch, LeaveBatch and Heartbeat
+	// into one round trip.
+	Pipeline() redis.Pipeliner
+	// Subscribe opens the backend's one shared pub/sub connection.
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// Options configures a Backend. The zero value (or nil) means the defaults.
+type Options struct {
+	// Prefix starts every key and channel name. It must not contain '{' or
+	// '}'. Default: "lock:".
+	Prefix string
+	// MaxWaiters caps the waiters queued per id (H3); an enqueue beyond it
+	// fails with backend.ErrQueueFull. Default: 10000.
+	MaxWaiters int
+	// PurgeLimit caps the expired waiters one step removes (H3); every
+	// expired waiter is still removed, over as many steps as it takes.
+	// Default: 100. At most 100000.
+	PurgeLimit int
+}
+
+// Defaults of Options.
+const (
+	DefaultPrefix     = keys.DefaultPrefix
+	DefaultMaxWaiters = 10000
+	DefaultPurgeLimit = 100
+)
+
+// Backend is a backend.Backend on Redis through go-redis. It also
+// implements backend.Batcher and backend.Resolver. It is safe for
+// concurrent use; one Backend is one "process" of the lock protocol.
+type Backend struct {
+	client     Client
+	ks         keys.Keyspace
+	maxWaiters int
+	purgeLimit int
+	closed     atomic.Bool
+	subs       *subscriber
+}
+
+var (
+	_ backend.Backend  = (*Backend)(nil)
+	_ backend.Batcher  = (*Backend)(nil)
+	_ backend.Resolver = (*Backend)(nil)
+)
+
+// New returns a Backend on client. nil opts means the defaults. It does no
+// I/O; the pub/sub connection is opened by the first Subscribe. Close the
+// Backend before the client: Close does not close the client.
+func New(client Client, opts *Options) (*Backend, error) {
+	if client == nil {
+		return nil, errors.New("redisbackend: nil client")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	ks, err := keys.New(o.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("redisbackend: Options.Prefix: %w", err)
+	}
+	switch {
+	case o.MaxWaiters == 0:
+		o.MaxWaiters = DefaultMaxWaiters
+	case o.MaxWaiters < 0:
+		return nil, fmt.Errorf("redisbackend: Options.MaxWaiters %d is negative", o.MaxWaiters)
+	}
+	switch {
+	case o.PurgeLimit == 0:
+		o.PurgeLimit = DefaultPurgeLimit
+	case o.PurgeLimit < 0 || o.PurgeLimit > scripts.MaxPurgeLimit:
+		return nil, fmt.Errorf("redisbackend: Options.PurgeLimit %d is not in 1..%d", o.PurgeLimit, scripts.MaxPurgeLimit)
+	}
+	b := &Backend{
+		client:     client,
+		ks:         ks,
+		maxWaiters: o.MaxWaiters,
+		purgeLimit: o.PurgeLimit,
+	}
+	b.subs = newSubscriber(client)
+	return b, nil
+}
+
+// Prefix returns the key prefix in use.
+func (b *Backend) Prefix() string { return b.ks.Prefix() }
+
+// Keys returns the names of id's keys and channel.
+func (b *Backend) Keys(id string) keys.ID { return b.ks.For(id) }
+
+// Resolution returns one millisecond: leases are set with PX.
+func (b *Backend) Resolution() time.Duration { return time.Millisecond }
+
+// Acquire runs the acquire script: fair try-acquire with optional enqueue.
+func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
+	if err := b.check(ctx); err != nil {
+		return backend.Grant{}, err
+	}
+	k, a := scripts.AcquireCall(b.ks.For(req.ID), req, b.maxWaiters, b.purgeLimit)
+	return acquireResult(b.run(ctx, scripts.Acquire, k, a))
+}
+
+// Release runs the release script: compare-and-delete, then wake the head.
+func (b *Backend) Release(ctx context.Context, id, token string) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	k, a := scripts.ReleaseCall(b.ks.For(id), token, b.purgeLimit)
+	return replyErr(b.run(ctx, scripts.Release, k, a).Err())
+}
+
+// Extend runs the extend script: compare-and-PEXPIRE.
+func (b *Backend) Extend(ctx context.Context, id, token string, ttl time.Duration) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	k, a := scripts.ExtendCall(b.ks.For(id), token, ttl)
+	return replyErr(b.run(ctx, scripts.Extend, k, a).Err())
+}
+
+// Leave runs the leave script: drop the entry, release a raced grant, wake
+// the new head.
+func (b *Backend) Leave(ctx context.Context, id, token string) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	k, a := scripts.LeaveCall(b.ks.For(id), token, b.purgeLimit)
+	return replyErr(b.run(ctx, scripts.Leave, k, a).Err())
+}
+
+// Heartbeat runs the heartbeat script once per id (the waiters of one id
+// share a call), all of them pipelined in one round trip.
+func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterTTL time.Duration) ([]backend.HeartbeatResult, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	if len(waiters) == 0 {
+		return nil, nil
+	}
+	// Group by id, in order of first appearance; idx maps results back.
+	type group struct {
+		id     string
+		tokens []string
+		idx    []int
+	}
+	var groups []*group
+	byID := make(map[string]*group)
+	for i, w := range waiters {
+		g := byID[w.ID]
+		if g == nil || len(g.tokens) == scripts.MaxHeartbeatBatch {
+			g = &group{id: w.ID}
+			byID[w.ID] = g
+			groups = append(groups, g)
+		}
+		g.tokens = append(g.tokens, w.Token)
+		g.idx = append(g.idx, i)
+	}
+	calls := make([]call, len(groups))
+	for i, g := range groups {
+		k, a := scripts.HeartbeatCall(b.ks.For(g.id), g.tokens, waiterTTL, b.purgeLimit)
+		calls[i] = call{script: scripts.Heartbeat, keys: k, args: a}
+	}
+	cmds, err := b.runAll(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backend.HeartbeatResult, len(waiters))
+	for i, g := range groups {
+		vals, err := cmds[i].Int64Slice()
+		if err != nil {
+			return nil, replyErr(err)
+		}
+		if len(vals) != len(g.tokens) {
+			return nil, fmt.Errorf("redisbackend: heartbeat replied %d values for %d waiters", len(vals), len(g.tokens))
+		}
+		for j, v := range vals {
+			out[g.idx[j]] = scripts.ParseHeartbeat(v)
+		}
+	}
+	return out, nil
+}
+
+// AcquireBatch runs one acquire script per request, pipelined in one round
+// trip. ErrQueueFull is reported per request.
+func (b *Backend) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	calls := make([]call, len(reqs))
+	for i, r := range reqs {
+		k, a := scripts.AcquireCall(b.ks.For(r.ID), r, b.maxWaiters, b.purgeLimit)
+		calls[i] = call{script: scripts.Acquire, keys: k, args: a}
+	}
+	cmds, err := b.runAll(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backend.BatchGrant, len(reqs))
+	for i, c := range cmds {
+		g, err := acquireResult(c)
+		if err != nil && !errors.Is(err, backend.ErrQueueFull) {
+			return nil, err
+		}
+		out[i] = backend.BatchGrant{Grant: g, Err: err}
+	}
+	return out, nil
+}
+
+// LeaveBatch runs one leave script per waiter, pipelined in one round trip.
+func (b *Backend) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	if len(waiters) == 0 {
+		return nil
+	}
+	calls := make([]call, len(waiters))
+	for i, w := range waiters {
+		k, a := scripts.LeaveCall(b.ks.For(w.ID), w.Token, b.purgeLimit)
+		calls[i] = call{script: scripts.Leave, keys: k, args: a}
+	}
+	cmds, err := b.runAll(ctx, calls)
+	if err != nil {
+		return err
+	}
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return replyErr(err)
+		}
+	}
+	return nil
+}
+
+// Subscribe delivers id's wake-ups to fn until cancel is called. It returns
+// once the server has confirmed the subscription.
+func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	return b.subs.subscribe(ctx, id, b.ks.Channel(id), fn)
+}
+
+// Close closes the pub/sub connection and waits for its goroutines. It
+// does not close the client. Later calls return backend.ErrClosed.
+func (b *Backend) Close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return backend.ErrClosed
+	}
+	return b.subs.close()
+}
+
+func (b *Backend) check(ctx context.Context) error {
+	if b.closed.Load() {
+		return backend.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// call is one script invocation.
+type call struct {
+	script scripts.Script
+	keys   []string
+	args   []string
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// run sends EVALSHA and, when the server does not know the script, EVAL.
+func (b *Backend) run(ctx context.Context, s scripts.Script, k, a []string) *redis.Cmd {
+	args := anys(a)
+	cmd := b.client.EvalSha(ctx, s.SHA1, k, args...)
+	if isNoScript(cmd.Err()) {
+		cmd = b.client.Eval(ctx, s.Source, k, args...)
+	}
+	return cmd
+}
+
+// runAll sends calls in one pipeline of EVALSHAs and resends the ones the
+// server did not know as EVALs in a second pipeline (a NOSCRIPT reply means
+// the call did not run). The returned error is a failure of the whole
+// round trip; the per-call replies are in the commands.
+func (b *Backend) runAll(ctx context.Context, calls []call) ([]*redis.Cmd, error) {
+	if len(calls) == 1 {
+		c := calls[0]
+		cmd := b.run(ctx, c.script, c.keys, c.args)
+		if err := cmd.Err(); err != nil && !isReply(err) {
+			return nil, err
+		}
+		return []*redis.Cmd{cmd}, nil
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	args := make([][]any, len(calls))
+	pipe := b.client.Pipeline()
+	for i, c := range calls {
+		args[i] = anys(c.args)
+		cmds[i] = pipe.EvalSha(ctx, c.script.SHA1, c.keys, args[i]...)
+	}
+	_, _ = pipe.Exec(ctx)
+	var retry []int
+	for i, cmd := range cmds {
+		err := cmd.Err()
+		switch {
+		case isNoScript(err):
+			retry = append(retry, i)
+		case err != nil && !isReply(err):
+			return nil, err
+		}
+	}
+	if len(retry) > 0 {
+		pipe := b.client.Pipeline()
+		for _, i := range retry {
+			c := calls[i]
+			cmds[i] = pipe.Eval(ctx, c.script.Source, c.keys, args[i]...)
+		}
+		_, _ = pipe.Exec(ctx)
+		for _, i := range retry {
+			if err := cmds[i].Err(); err != nil && !isReply(err) {
+				return nil, err
+			}
+		}
+	}
+	return cmds, nil
+}
+
+func acquireResult(cmd *redis.Cmd) (backend.Grant, error) {
+	vals, err := cmd.Int64Slice()
+	if err != nil {
+		return backend.Grant{}, replyErr(err)
+	}
+	return scripts.ParseAcquire(vals)
+}
+
+// isReply reports whether err is an error reply of the server (the call
+// ran, or was refused), as opposed to a failure of the connection.
+func isReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
+}
+
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// replyErr maps the scripts' error replies to the backend's sentinels and
+// returns every other error as it is.
+func replyErr(err error) error {
+	if err == nil || !isReply(err) {
+		return err
+	}
+	if s := scripts.MapError(err.Error()); s != nil {
+		return s
+	}
+	return err
+}

@@ -1,0 +1,563 @@
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
+)
+
+var ctx = context.Background()
+
+func mustAcquire(t *testing.T, b *Backend, r backend.AcquireRequest) backend.Grant {
+	t.Helper()
+	g, err := b.Acquire(ctx, r)
+	if err != nil {
+		t.Fatalf("Acquire(%s, %s): %v", r.ID, r.Token, err)
+	}
+	return g
+}
+
+func TestNewOptions(t *testing.T) {
+	e := newEnv(t)
+	b, err := New(e.raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Prefix() != "lock:" || b.maxWaiters != 10000 || b.purgeLimit != 100 {
+		t.Errorf("defaults: prefix %q, max waiters %d, purge limit %d; want lock:, 10000, 100", b.Prefix(), b.maxWaiters, b.purgeLimit)
+	}
+	if b.Resolution() != time.Millisecond || backend.ResolutionOf(b) != time.Millisecond {
+		t.Errorf("Resolution = %v, want 1ms", b.Resolution())
+	}
+	for _, o := range []Options{{Prefix: "a{"}, {Prefix: "}"}, {MaxWaiters: -1}, {PurgeLimit: -1}, {PurgeLimit: 100001}} {
+		if _, err := New(e.raw, &o); err == nil {
+			t.Errorf("New(%+v) accepted bad options", o)
+		}
+	}
+	if _, err := New(nil, nil); err == nil {
+		t.Error("New(nil) accepted a nil client")
+	}
+}
+
+func TestAcquireFreeAndRetry(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.backend(nil)
+	g := mustAcquire(t, b, req("a", "A", false))
+	if !g.Acquired || g.Fence != 1 || g.TTL != 10*time.Second || g.Queued {
+		t.Fatalf("first grant = %+v, want acquired, fence 1, ttl 10s", g)
+	}
+	pttl := e.raw.PTTL(ctx, b.Keys("a").Lock).Val()
+	if pttl <= 9*time.Second || pttl > 10*time.Second {
+		t.Fatalf("lock PTTL = %v, want the relative 10s lease", pttl)
+	}
+	// S6: a retried acquire by the holder is a no-op reporting the lease.
+	r := req("a", "A", true)
+	r.TTL = time.Hour
+	g2 := mustAcquire(t, b, r)
+	if !g2.Acquired || g2.Fence != 1 || g2.TTL > 10*time.Second || g2.TTL <= 0 || g2.Queued {
+		t.Fatalf("retried grant = %+v, want acquired with fence 1 and the remaining TTL", g2)
+	}
+	if n := e.raw.Exists(ctx, b.Keys("a").Queue).Val(); n != 0 {
+		t.Fatal("a retried acquire enqueued the holder")
+	}
+	if err := b.Release(ctx, "a", "A"); err != nil {
+		t.Fatal(err)
+	}
+	// The fence goes on from the counter.
+	if g := mustAcquire(t, b, req("a", "B", false)); !g.Acquired || g.Fence != 2 {
+		t.Fatalf("grant after release = %+v, want fence 2", g)
+	}
+}
+
+func TestFairTryAcquireAndQueueOrder(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.backend(nil)
+	other, _ := e.backend(nil)
+	w := newWakes()
+	cancel, err := b.Subscribe(ctx, "q", w.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+
+	mustAcquire(t, b, req("q", "A", false))
+	var tickets []uint64
+	for i, tok := range []string{"B", "C", "D"} {
+		g := mustAcquire(t, other, req("q", tok, true))
+		if g.Acquired || !g.Queued || g.HolderTTL <= 0 || g.Head != (i == 0) {
+			t.Fatalf("enqueue %s = %+v, want queued behind a held lock, head only for the first", tok, g)
+		}
+		tickets = append(tickets, g.Ticket)
+	}
+	if !(tickets[0] < tickets[1] && tickets[1] < tickets[2]) {
+		t.Fatalf("tickets %v do not strictly increase in enqueue order", tickets)
+	}
+	// Re-acquiring keeps the place and the ticket.
+	if g := mustAcquire(t, other, req("q", "C", true)); g.Ticket != tickets[1] || g.Head {
+		t.Fatalf("re-enqueue of C = %+v, want ticket %d kept, not head", g, tickets[1])
+	}
+	// Without Wait nothing is enqueued; a non-queued requester never jumps.
+	if g := mustAcquire(t, other, req("q", "E", false)); g.Acquired || g.Queued {
+		t.Fatalf("try of E = %+v, want neither acquired nor queued", g)
+	}
+
+	if err := b.Release(ctx, "q", "A"); err != nil {
+		t.Fatal(err)
+	}
+	// Only the head is woken: B, then the test's marker.
+	e.raw.Publish(ctx, b.Keys("q").Channel, "marker")
+	if got := w.until(t, "marker"); len(got) != 1 || got[0] != (backend.Wake{ID: "q", Token: "B"}) {
+		t.Fatalf("wake-ups after release = %+v, want only {q B}", got)
+	}
+	// The lock is free but B is ahead: C, D and E must not get it.
+	for _, tok := range []string{"C", "D", "E"} {
+		g := mustAcquire(t, other, req("q", tok, tok != "E"))
+		if g.Acquired || g.HolderTTL != 0 {
+			t.Fatalf("acquire of %s while B heads the queue = %+v, want not acquired, holder TTL 0", tok, g)
+		}
+	}
+	for _, tok := range []string{"B", "C", "D"} {
+		g := mustAcquire(t, other, req("q", tok, true))
+		if !g.Acquired {
+			t.Fatalf("%s, the head of a free lock, was not granted: %+v", tok, g)
+		}
+		if err := other.Release(ctx, "q", tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every grant removed its entry: nothing queued is left.
+	if n := e.raw.ZCard(ctx, b.Keys("q").Queue).Val(); n != 0 {
+		t.Fatalf("%d queue entries left after every waiter was granted", n)
+	}
+}
+
+func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.backend(nil)
+	k := b.Keys("r")
+	mustAcquire(t, b, req("r", "A", false))
+	if err := b.Release(ctx, "r", "B"); !errors.Is(err, backend.ErrNotHeld) {
+		t.Fatalf("Release by a non-owner = %v, want ErrNotHeld", err)
+	}
+	if err := b.Extend(ctx, "r", "B", time.Hour); !errors.Is(err, backend.ErrNotHeld) {
+		t.Fatalf("Extend by a non-owner = %v, want ErrNotHeld", err)
+	}
+	if v := e.raw.Get(ctx, k.Lock).Val(); v != "A" {
+		t.Fatalf("lock = %q after a non-owner's release/extend, want A", v)
+	}
+	if err := b.Extend(ctx, "r", "A", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.raw.PTTL(ctx, k.Lock).Val(); d < 59*time.Minute {
+		t.Fatalf("PTTL after Extend(1h) = %v", d)
+	}
+	if g := mustAcquire(t, b, req("r", "A", false)); g.Fence != 1 {
+		t.Fatalf("fence after extend = %d, want 1 (extend keeps the fence)", g.Fence)
+	}
+	if err := b.Release(ctx, "r", "A"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx, "r", "A"); !errors.Is(err, backend.ErrNotHeld) {
+		t.Fatalf("second Release = %v, want ErrNotHeld", err)
+	}
+
+	// An expired lease can be neither extended (no re-creation) nor released.
+	r := req("r", "C", false)
+	r.TTL = 20 * time.Millisecond
+	mustAcquire(t, b, r)
+	eventually(t, "the 20ms lease expires", func() bool { return e.raw.Exists(ctx, k.Lock).Val() == 0 })
+	if err := b.Extend(ctx, "r", "C", time.Hour); !errors.Is(err, backend.ErrNotHeld) {
+		t.Fatalf("Extend after expiry = %v, want ErrNotHeld", err)
+	}
+	if e.raw.Exists(ctx, k.Lock).Val() != 0 {
+		t.Fatal("Extend re-created an expired lock")
+	}
+	if err := b.Release(ctx, "r", "C"); !errors.Is(err, backend.ErrNotHeld) {
+		t.Fatalf("Release after expiry = %v, want ErrNotHeld", err)
+	}
+}
+
+func TestLeave(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.backend(nil)
+	w := newWakes()
+	cancel, err := b.Subscribe(ctx, "l", w.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	k := b.Keys("l")
+
+	mustAcquire(t, b, req("l", "A", false))
+	mustAcquire(t, b, req("l", "B", true))
+	mustAcquire(t, b, req("l", "C", true))
+	// Leaving a queue one is not in, or twice, is fine.
+	for range 2 {
+		if err := b.Leave(ctx, "l", "X"); err != nil {
+			t.Fatalf("Leave of an unknown token: %v", err)
+		}
+	}
+	// The holder leaving releases (a grant that raced a cancel) and wakes B.
+	if err := b.Leave(ctx, "l", "A"); err != nil {
+		t.Fatal(err)
+	}
+	if e.raw.Exists(ctx, k.Lock).Val() != 0 {
+		t.Fatal("Leave by the holder did not release the lock")
+	}
+	if x := w.next(t); x != (backend.Wake{ID: "l", Token: "B"}) {
+		t.Fatalf("wake after the holder left = %+v, want {l B}", x)
+	}
+	// The head leaving while the lock is free wakes the next head.
+	if err := b.Leave(ctx, "l", "B"); err != nil {
+		t.Fatal(err)
+	}
+	if x := w.next(t); x != (backend.Wake{ID: "l", Token: "C"}) {
+		t.Fatalf("wake after the head left = %+v, want {l C}", x)
+	}
+	if err := b.Leave(ctx, "l", "B"); err != nil {
+		t.Fatalf("second Leave: %v", err)
+	}
+	res, err := b.Heartbeat(ctx, []backend.Waiter{{ID: "l", Token: "B"}, {ID: "l", Token: "C"}}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Queued || !res[1].Queued || !res[1].Ready {
+		t.Fatalf("heartbeat after B left = %+v, want B gone, C queued and ready", res)
+	}
+	if err := b.LeaveBatch(ctx, []backend.Waiter{{ID: "l", Token: "C"}, {ID: "other", Token: "C"}}); err != nil {
+		t.Fatal(err)
+	}
+	if left := e.keysOf(escapeForTest(e.prefix)); len(left) != 1 {
+		t.Fatalf("keys left after everyone left: %v, want only the counters", left)
+	}
+}
+
+func wt(id, token string) backend.Waiter { return backend.Waiter{ID: id, Token: token} }
+
+func escapeForTest(prefix string) string {
+	ks, err := keys.New(prefix)
+	if err != nil {
+		panic(err)
+	}
+	return ks.PrefixPattern()
+}
+
+func TestHeartbeat(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.backend(nil)
+	w := newWakes()
+	cancel, err := b.Subscribe(ctx, "h1", w.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+
+	mustAcquire(t, b, req("h1", "A", false))
+	mustAcquire(t, b, req("h1", "B", true))
+	mustAcquire(t, b, req("h1", "C", true))
+	mustAcquire(t, b, req("h2", "X", true)) // free: granted, not queued
+	before := e.raw.ZScore(ctx, b.Keys("h1").Deadlines, "C").Val()
+	ws := []backend.Waiter{wt("h1", "C"), wt("h2", "X"), wt("h1", "B"), wt("h1", "nobody")}
+	res, err := b.Heartbeat(ctx, ws, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []backend.HeartbeatResult{{Queued: true}, {}, {Queued: true}, {}}
+	if fmt.Sprint(res) != fmt.Sprint(want) {
+		t.Fatalf("heartbeat = %+v, want %+v", res, want)
+	}
+	after := e.raw.ZScore(ctx, b.Keys("h1").Deadlines, "C").Val()
+	if after < before+float64(50*time.Minute/time.Millisecond) {
+		t.Fatalf("C's deadline %v -> %v: not refreshed to now+1h", before, after)
+	}
+	if n := e.raw.ZCard(ctx, b.Keys("h1").Queue).Val(); n != 2 {
+		t.Fatalf("heartbeat re-added an unknown waiter: %d entries", n)
+	}
+	if d := e.raw.PTTL(ctx, b.Keys("h1").Queue).Val(); d < 2*time.Hour {
+		t.Fatalf("queue PTTL after a 1h heartbeat = %v, want >= 3h", d)
+	}
+
+	// The lock expires without a release: a heartbeat finds it free, reports
+	// the head ready and wakes it.
+	if err := e.raw.Del(ctx, b.Keys("h1").Lock).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err = b.Heartbeat(ctx, []backend.Waiter{wt("h1", "C"), wt("h1", "B")}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0] != (backend.HeartbeatResult{Queued: true}) || res[1] != (backend.HeartbeatResult{Queued: true, Ready: true}) {
+		t.Fatalf("heartbeat with a free lock = %+v, want C queued, B queued and ready", res)
+	}
+	if x := w.next(t); x != (backend.Wake{ID: "h1", Token: "B"}) {
+		t.Fatalf("heartbeat wake = %+v, want {h1 B}", x)
+	}
+	if res, err := b.Heartbeat(ctx, nil, time.Hour); err != nil || len(res) != 0 {
+		t.Fatalf("empty heartbeat = %v, %v", res, err)
+	}
+}
+
+// TestPurgeEveryExpiredWaiter: expired waiters are removed by the server's
+// clock, at most PurgeLimit per step, all of them over enough steps; a live
+// waiter is never purged; a waiter behind dead ones gets the lock.
+func TestPurgeEveryExpiredWaiter(t *testing.T) {
+	e := newEnv(t)
+	const limit, dead = 10, 25
+	b, _ := e.backend(&Options{PurgeLimit: limit})
+	k := b.Keys("p")
+	mustAcquire(t, b, req("p", "holder", false))
+	short := req("p", "", true)
+	short.WaiterTTL = 30 * time.Millisecond
+	for i := range dead {
+		short.Token = fmt.Sprintf("dead-%02d", i)
+		mustAcquire(t, b, short)
+	}
+	mustAcquire(t, b, req("p", "live", true)) // 10s waiter TTL
+	deadlines := e.raw.ZRangeWithScores(ctx, k.Deadlines, 0, -1).Val()
+	var latestDead float64
+	for _, z := range deadlines {
+		if strings.HasPrefix(z.Member.(string), "dead-") && z.Score > latestDead {
+			latestDead = z.Score
+		}
+	}
+	eventually(t, "the server's clock passes the dead waiters' deadlines", func() bool {
+		return float64(e.serverMillis()) > latestDead
+	})
+	// Each step purges at most `limit`; the live waiter stays.
+	for want := int64(dead + 1 - limit); want > 1-limit; want -= limit {
+		if _, err := b.Heartbeat(ctx, []backend.Waiter{wt("p", "live")}, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.raw.ZCard(ctx, k.Queue).Val(); n != max(want, 1) {
+			t.Fatalf("queue has %d entries after a purge step, want %d (limit %d per step)", n, max(want, 1), limit)
+		}
+	}
+	if _, err := b.Heartbeat(ctx, []backend.Waiter{wt("p", "live")}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.raw.ZRange(ctx, k.Queue, 0, -1).Val(); len(got) != 1 || got[0] != "live" {
+		t.Fatalf("queue after purging = %v, want only the live waiter", got)
+	}
+	if got := e.raw.ZRange(ctx, k.Deadlines, 0, -1).Val(); len(got) != 1 || got[0] != "live" {
+		t.Fatalf("deadlines after purging = %v, want only the live waiter", got)
+	}
+	if err := b.Release(ctx, "p", "holder"); err != nil {
+		t.Fatal(err)
+	}
+	if g := mustAcquire(t, b, req("p", "live", true)); !g.Acquired {
+		t.Fatalf("the live waiter behind purged ones was not granted: %+v", g)
+	}
+}
+
+// TestDeadHeadIsPurgedAndNextWoken: when a release or an acquire finds the
+// head dead, the next live waiter is woken, not the dead one.
+func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.backend(nil)
+	w := newWakes()
+	cancel, err := b.Subscribe(ctx, "d", w.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	k := b.Keys("d")
+	mustAcquire(t, b, req("d", "A", false))
+	dead := req("d", "dead", true)
+	dead.WaiterTTL = 20 * time.Millisecond
+	mustAcquire(t, b, dead)
+	mustAcquire(t, b, req("d", "live", true))
+	deadline := e.raw.ZScore(ctx, k.Deadlines, "dead").Val()
+	eventually(t, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
+	if err := b.Release(ctx, "d", "A"); err != nil {
+		t.Fatal(err)
+	}
+	if x := w.next(t); x != (backend.Wake{ID: "d", Token: "live"}) {
+		t.Fatalf("wake after release = %+v, want the live waiter, not the dead head", x)
+	}
+
+	// Free lock, dead head: a newcomer's acquire purges it and wakes the
+	// next head.
+	mustAcquire(t, b, req("d", "live", true)) // live takes it
+	mustAcquire(t, b, dead)                   // dead-2 (same token) queues again
+	mustAcquire(t, b, req("d", "next", true))
+	deadline = e.raw.ZScore(ctx, k.Deadlines, "dead").Val()
+	// Free the lock behind the queue's back, as an expiry would.
+	e.raw.Del(ctx, k.Lock)
+	eventually(t, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
+	if g := mustAcquire(t, b, req("d", "newcomer", true)); g.Acquired || g.Head {
+		t.Fatalf("newcomer = %+v, want queued behind next", g)
+	}
+	if x := w.next(t); x != (backend.Wake{ID: "d", Token: "next"}) {
+		t.Fatalf("wake after the dead head was purged = %+v, want {d next}", x)
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.backend(&Options{MaxWaiters: 2})
+	mustAcquire(t, b, req("f", "A", false))
+	mustAcquire(t, b, req("f", "B", true))
+	mustAcquire(t, b, req("f", "C", true))
+	if _, err := b.Acquire(ctx, req("f", "D", true)); !errors.Is(err, backend.ErrQueueFull) {
+		t.Fatalf("third waiter: %v, want ErrQueueFull", err)
+	}
+	if n := e.raw.ZCard(ctx, b.Keys("f").Queue).Val(); n != 2 {
+		t.Fatalf("queue has %d entries, want 2: a full queue enqueues nothing", n)
+	}
+	// A queued waiter keeps its place in a full queue.
+	if g := mustAcquire(t, b, req("f", "C", true)); !g.Queued {
+		t.Fatalf("re-acquire of a queued waiter in a full queue = %+v", g)
+	}
+	// A try without Wait is not refused.
+	if g, err := b.Acquire(ctx, req("f", "D", false)); err != nil || g.Acquired {
+		t.Fatalf("try in a full queue = %+v, %v", g, err)
+	}
+	res, err := b.AcquireBatch(ctx, []backend.AcquireRequest{req("f", "D", true), req("f2", "D", true), req("f", "B", true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0].Err, backend.ErrQueueFull) || res[1].Err != nil || !res[1].Acquired || res[2].Err != nil || !res[2].Queued || !res[2].Head {
+		t.Fatalf("batch = %+v, want queue full / acquired / queued head", res)
+	}
+}
+
+// TestTTLOnEveryKey (H2): every key but the counters has a TTL, whatever
+// state an id is in, and an id that is done leaves only its counters.
+func TestTTLOnEveryKey(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.backend(nil)
+	ids := []string{"held", "queued", "a{b}c", "%7B", "x:y}:lock"}
+	for _, id := range ids {
+		mustAcquire(t, b, req(id, "A", false))
+		mustAcquire(t, b, req(id, "B", true))
+	}
+	if err := b.Release(ctx, "queued", "A"); err != nil {
+		t.Fatal(err)
+	}
+	all := e.keysOf(escapeForTest(e.prefix))
+	if len(all) != 4*len(ids)-1 {
+		t.Fatalf("keys = %v, want lock, q, dl, n for held ids and q, dl, n for the free one", all)
+	}
+	ks, _ := keys.New(e.prefix)
+	for key, pttl := range all {
+		id, suffix, err := ks.Parse(key)
+		if err != nil {
+			t.Fatalf("key %q does not parse: %v", key, err)
+		}
+		if !strings.Contains(strings.Join(ids, "\n"), id) {
+			t.Fatalf("key %q has unknown id %q", key, id)
+		}
+		if suffix == keys.SuffixCounters {
+			if pttl != -1 {
+				t.Errorf("counter key %q has PTTL %v, want none", key, pttl)
+			}
+			continue
+		}
+		if pttl <= 0 {
+			t.Errorf("key %q has PTTL %v: every key but the counters must expire", key, pttl)
+		}
+	}
+	for _, id := range ids {
+		if id != "queued" {
+			if err := b.Release(ctx, id, "A"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if g := mustAcquire(t, b, req(id, "B", true)); !g.Acquired {
+			t.Fatalf("B not granted on %q: %+v", id, g)
+		}
+		if err := b.Release(ctx, id, "B"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key := range e.keysOf(escapeForTest(e.prefix)) {
+		if _, suffix, _ := ks.Parse(key); suffix != keys.SuffixCounters {
+			t.Errorf("key %q left after every lock was released", key)
+		}
+	}
+}
+
+func TestCancelledContextAndClose(t *testing.T) {
+	e := newEnv(t)
+	b, cnt := e.backend(nil)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := b.Acquire(cctx, req("c", "A", false)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire with a cancelled ctx = %v", err)
+	}
+	if n, _, names := cnt.take(); n != 0 {
+		t.Fatalf("a cancelled call sent %d commands: %s", n, names)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string]error{
+		"Close":   b.Close(),
+		"Release": b.Release(ctx, "c", "A"),
+		"Extend":  b.Extend(ctx, "c", "A", time.Second),
+		"Leave":   b.Leave(ctx, "c", "A"),
+	}
+	_, checks["Acquire"] = b.Acquire(ctx, req("c", "A", false))
+	_, checks["Heartbeat"] = b.Heartbeat(ctx, []backend.Waiter{wt("c", "A")}, time.Second)
+	_, checks["AcquireBatch"] = b.AcquireBatch(ctx, []backend.AcquireRequest{req("c", "A", false)})
+	checks["LeaveBatch"] = b.LeaveBatch(ctx, []backend.Waiter{wt("c", "A")})
+	_, checks["Subscribe"] = b.Subscribe(ctx, "c", func(backend.Wake) {})
+	for name, err := range checks {
+		if !errors.Is(err, backend.ErrClosed) {
+			t.Errorf("%s after Close = %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+// TestDeadEntryBeyondLimitStaysDead: an entry past its deadline that the
+// purge LIMIT left in place is neither refreshed nor granted; its owner
+// counts as not queued.
+func TestDeadEntryBeyondLimitStaysDead(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.backend(&Options{PurgeLimit: 1})
+	k := b.Keys("z")
+	mustAcquire(t, b, req("z", "holder", false))
+	short := req("z", "", true)
+	short.WaiterTTL = 20 * time.Millisecond
+	var tickets = map[string]uint64{}
+	for _, tok := range []string{"d1", "d2", "d3", "d4"} {
+		short.Token = tok
+		tickets[tok] = mustAcquire(t, b, short).Ticket
+	}
+	last := e.raw.ZScore(ctx, k.Deadlines, "d4").Val()
+	eventually(t, "every short deadline passes", func() bool { return float64(e.serverMillis()) > last })
+	// One purge per step (d1); d3 is dead although still in the sets.
+	res, err := b.Heartbeat(ctx, []backend.Waiter{wt("z", "d3")}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Queued {
+		t.Fatalf("heartbeat of a dead entry left by the LIMIT = %+v, want not queued (never refreshed)", res[0])
+	}
+	// d4 comes back: it is not queued any more, so it gets a new ticket.
+	g := mustAcquire(t, b, req("z", "d4", true))
+	if !g.Queued || g.Ticket <= tickets["d4"] {
+		t.Fatalf("re-enqueue of a dead entry = %+v, want a new ticket after %d", g, tickets["d4"])
+	}
+	// The lock frees; d4, dead-then-requeued, is granted only once it heads
+	// the queue as a live waiter, never through its dead entry.
+	if err := b.Release(ctx, "z", "holder"); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if g := mustAcquire(t, b, req("z", "d4", true)); g.Acquired {
+			if n := e.raw.ZCard(ctx, k.Queue).Val(); n != 0 {
+				t.Fatalf("d4 granted with %d entries still queued", n)
+			}
+			return
+		}
+	}
+	t.Fatal("d4 was never granted after the dead entries were purged")
+}

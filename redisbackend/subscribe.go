@@ -1,0 +1,189 @@
+package redisbackend
+
+import (
+	"context"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// subscriber is a Backend's one pub/sub connection, shared by every id and
+// reference-counted per channel.
+//
+// Confirmation: go-redis's PubSub.Subscribe only writes SUBSCRIBE, so each
+// channel's entry waits for the server's "subscribe" reply, which arrives in
+// order with the messages on the receive goroutine. An entry is never
+// unsubscribed while its SUBSCRIBE is unconfirmed (when its last subscriber
+// gives up before the confirmation, the receive goroutine unsubscribes once
+// it arrives), so a confirmation always belongs to the entry in the map.
+//
+// Reconnects: go-redis re-subscribes every channel on its new connection;
+// a "subscribe" reply for an entry that is already confirmed is such a
+// re-subscription, and becomes Wake{ID, All: true}: messages may have been
+// lost while the connection was down.
+type subscriber struct {
+	client Client
+
+	mu      sync.Mutex
+	ps      *redis.PubSub // nil until the first subscribe
+	chans   map[string]*entry
+	nextKey uint64
+	closed  bool
+	closing chan struct{} // closed by close
+	done    chan struct{} // closed when the receive goroutine has returned
+}
+
+type entry struct {
+	id        string
+	channel   string
+	refs      int
+	fns       []keyedFn // copy-on-write: dispatch reads it without the lock
+	confirmed bool
+	ready     chan struct{} // closed on the first confirmation
+}
+
+type keyedFn struct {
+	key uint64
+	fn  func(backend.Wake)
+}
+
+func newSubscriber(client Client) *subscriber {
+	return &subscriber{
+		client:  client,
+		chans:   make(map[string]*entry),
+		closing: make(chan struct{}),
+	}
+}
+
+func (s *subscriber) subscribe(ctx context.Context, id, channel string, fn func(backend.Wake)) (func(), error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, backend.ErrClosed
+	}
+	if s.ps == nil {
+		// An empty PubSub connects on first use; the receive goroutine
+		// lives until close.
+		s.ps = s.client.Subscribe(context.Background())
+		s.done = make(chan struct{})
+		go s.receive(s.ps.ChannelWithSubscriptions())
+	}
+	e := s.chans[channel]
+	if e == nil {
+		e = &entry{id: id, channel: channel, ready: make(chan struct{})}
+		if err := s.ps.Subscribe(ctx, channel); err != nil {
+			// go-redis keeps the channel in its re-subscribe set even when
+			// the write failed; take it out again.
+			_ = s.ps.Unsubscribe(context.Background(), channel)
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.chans[channel] = e
+	}
+	s.nextKey++
+	key := s.nextKey
+	e.refs++
+	e.fns = append(e.fns[:len(e.fns):len(e.fns)], keyedFn{key, fn})
+	s.mu.Unlock()
+
+	var once sync.Once
+	cancel := func() { once.Do(func() { s.unsubscribe(e, key) }) }
+	select {
+	case <-e.ready:
+		return cancel, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, ctx.Err()
+	case <-s.closing:
+		cancel()
+		return nil, backend.ErrClosed
+	}
+}
+
+func (s *subscriber) unsubscribe(e *entry, key uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fns := make([]keyedFn, 0, len(e.fns))
+	for _, f := range e.fns {
+		if f.key != key {
+			fns = append(fns, f)
+		}
+	}
+	e.fns = fns
+	e.refs--
+	if e.refs > 0 || !e.confirmed || s.chans[e.channel] != e {
+		return // still used, or receive unsubscribes on confirmation
+	}
+	delete(s.chans, e.channel)
+	if !s.closed {
+		_ = s.ps.Unsubscribe(context.Background(), e.channel)
+	}
+}
+
+// receive dispatches messages and confirmations until go-redis closes ch.
+func (s *subscriber) receive(ch <-chan any) {
+	defer close(s.done)
+	for m := range ch {
+		switch m := m.(type) {
+		case *redis.Message:
+			s.mu.Lock()
+			e := s.chans[m.Channel]
+			var fns []keyedFn
+			if e != nil && e.confirmed {
+				fns = e.fns
+			}
+			s.mu.Unlock()
+			for _, f := range fns {
+				f.fn(backend.Wake{ID: e.id, Token: m.Payload})
+			}
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			s.mu.Lock()
+			e := s.chans[m.Channel]
+			if e == nil {
+				s.mu.Unlock()
+				continue
+			}
+			if !e.confirmed {
+				e.confirmed = true
+				close(e.ready)
+				if e.refs == 0 {
+					delete(s.chans, e.channel)
+					if !s.closed {
+						_ = s.ps.Unsubscribe(context.Background(), e.channel)
+					}
+				}
+				s.mu.Unlock()
+				continue
+			}
+			// A re-subscription after a reconnect.
+			fns := e.fns
+			s.mu.Unlock()
+			for _, f := range fns {
+				f.fn(backend.Wake{ID: e.id, All: true})
+			}
+		}
+	}
+}
+
+func (s *subscriber) close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return backend.ErrClosed
+	}
+	s.closed = true
+	close(s.closing)
+	ps, done := s.ps, s.done
+	s.mu.Unlock()
+	if ps == nil {
+		return nil
+	}
+	_ = ps.Close() // an error here is the dead connection's; nothing to do
+	<-done
+	return nil
+}
