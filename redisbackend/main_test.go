@@ -33,24 +33,43 @@ func newEnv(t *testing.T) *env {
 
 func newEnvAt(t *testing.T, addr string) *env {
 	t.Helper()
-	raw := redis.NewClient(&redis.Options{Addr: addr})
+	raw := newClient(addr)
 	t.Cleanup(func() { raw.Close() })
 	return &env{t: t, addr: addr, raw: raw, prefix: redistest.Prefix(t)}
+}
+
+func newClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr})
 }
 
 // counter is a go-redis hook that counts the commands a client sends: one
 // per command (a script call is one), and one round trip per command sent
 // alone or per pipeline. The pub/sub connection does not go through hooks.
+// Connection setup (HELLO, CLIENT SETINFO, AUTH, SELECT, which go-redis
+// sends through the hooks when it initialises a connection) is counted
+// apart, in setup: it is per connection, not per step.
 type counter struct {
-	cmds, trips atomic.Int64
-	mu          sync.Mutex
-	names       []string
+	cmds, trips, setup atomic.Int64
+	mu                 sync.Mutex
+	names              []string
+}
+
+func isSetup(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "hello", "client", "auth", "select", "readonly":
+		return true
+	}
+	return false
 }
 
 func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isSetup(cmd) {
+			c.setup.Add(1)
+			return next(ctx, cmd)
+		}
 		c.cmds.Add(1)
 		c.trips.Add(1)
 		c.note(cmd)
@@ -60,10 +79,18 @@ func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.cmds.Add(int64(len(cmds)))
-		c.trips.Add(1)
+		n := 0
 		for _, cmd := range cmds {
+			if isSetup(cmd) {
+				c.setup.Add(1)
+				continue
+			}
+			n++
 			c.note(cmd)
+		}
+		if n > 0 {
+			c.cmds.Add(int64(n))
+			c.trips.Add(1)
 		}
 		return next(ctx, cmds)
 	}
@@ -89,7 +116,7 @@ func (c *counter) take() (cmds, trips int64, names string) {
 // on the env's prefix, and the counter of its client's commands.
 func (e *env) backend(opts *Options) (*Backend, *counter) {
 	e.t.Helper()
-	client := redis.NewClient(&redis.Options{Addr: e.addr})
+	client := newClient(e.addr)
 	cnt := &counter{}
 	client.AddHook(cnt)
 	var o Options

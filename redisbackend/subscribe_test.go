@@ -1,0 +1,255 @@
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/redistest"
+)
+
+func (e *env) numSub(channel string) int64 {
+	e.t.Helper()
+	n, err := e.raw.PubSubNumSub(ctx, channel).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n[channel]
+}
+
+// commandCalls returns how often the server ran cmd (INFO commandstats).
+func (e *env) commandCalls(cmd string) int64 {
+	e.t.Helper()
+	info, err := e.raw.Info(ctx, "commandstats").Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
+			var n int64
+			fmt.Sscanf(rest, "%d", &n)
+			return n
+		}
+	}
+	return 0
+}
+
+// TestSubscribeIsConfirmed: a message published by another client right
+// after Subscribe returns is delivered, every time: Subscribe waits for
+// the server's confirmation.
+func TestSubscribeIsConfirmed(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.backend(nil)
+	for i := range 50 {
+		id := fmt.Sprintf("s%d", i)
+		w := newWakes()
+		cancel, err := b.Subscribe(ctx, id, w.fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := e.raw.Publish(ctx, b.Keys(id).Channel, "tok").Val(); n != 1 {
+			t.Fatalf("round %d: PUBLISH right after Subscribe reached %d subscribers, want 1", i, n)
+		}
+		if x := w.next(t); x != (backend.Wake{ID: id, Token: "tok"}) {
+			t.Fatalf("round %d: wake = %+v", i, x)
+		}
+		cancel()
+	}
+}
+
+// TestSubscribeIsSharedAndRefCounted: one pub/sub connection per Backend;
+// a second Subscribe of an id sends no SUBSCRIBE; the channel is left
+// when the last subscriber cancels; wake-ups reach each id's subscribers.
+func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
+	srv := redistest.Start(t)
+	e := newEnvAt(t, srv.Addr)
+	b, _ := e.backend(nil)
+	pubsubClients := func() int {
+		list, err := e.raw.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, l := range strings.Split(list, "\n") {
+			if strings.Contains(l, " flags=P ") {
+				n++
+			}
+		}
+		return n
+	}
+	w1, w2, w3 := newWakes(), newWakes(), newWakes()
+	c1, err := b.Subscribe(ctx, "x", w1.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs := e.commandCalls("subscribe")
+	c2, err := b.Subscribe(ctx, "x", w2.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.commandCalls("subscribe"); got != subs {
+		t.Fatalf("a second Subscribe of one id sent %d SUBSCRIBE commands, want none", got-subs)
+	}
+	c3, err := b.Subscribe(ctx, "y", w3.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := pubsubClients(); n != 1 {
+		t.Fatalf("%d pub/sub connections for one Backend with two ids, want 1", n)
+	}
+	if e.numSub(b.Keys("x").Channel) != 1 || e.numSub(b.Keys("y").Channel) != 1 {
+		t.Fatal("each id's channel should have exactly one subscriber (the shared connection)")
+	}
+	e.raw.Publish(ctx, b.Keys("x").Channel, "T1")
+	e.raw.Publish(ctx, b.Keys("y").Channel, "T2")
+	if a, b := w1.next(t), w2.next(t); a != (backend.Wake{ID: "x", Token: "T1"}) || b != a {
+		t.Fatalf("wakes of x = %+v, %+v", a, b)
+	}
+	if x := w3.next(t); x != (backend.Wake{ID: "y", Token: "T2"}) {
+		t.Fatalf("wake of y = %+v", x)
+	}
+	c1()
+	c1() // idempotent
+	e.raw.Publish(ctx, b.Keys("x").Channel, "T3")
+	if x := w2.next(t); x.Token != "T3" {
+		t.Fatalf("remaining subscriber of x got %+v", x)
+	}
+	c2()
+	eventually(t, "x's channel is unsubscribed after its last cancel", func() bool { return e.numSub(b.Keys("x").Channel) == 0 })
+	if e.numSub(b.Keys("y").Channel) != 1 {
+		t.Fatal("cancelling x unsubscribed y")
+	}
+	c3()
+	eventually(t, "y's channel is unsubscribed", func() bool { return e.numSub(b.Keys("y").Channel) == 0 })
+	// The connection stays for later subscriptions, still one.
+	c4, err := b.Subscribe(ctx, "x", w1.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c4()
+	if n := pubsubClients(); n != 1 {
+		t.Fatalf("%d pub/sub connections after resubscribing, want 1", n)
+	}
+}
+
+// TestSubscribeGivenUpBeforeConfirmation: a subscriber whose ctx ends
+// before the confirmation leaves nothing subscribed, and the id can be
+// subscribed again.
+func TestSubscribeGivenUpBeforeConfirmation(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.backend(nil)
+	ch := b.Keys("g").Channel
+	for range 20 {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		// Bypass the backend's ctx check to reach the pending path.
+		if c, err := b.subs.subscribe(cctx, "g", ch, func(backend.Wake) {}); err == nil {
+			c()
+		}
+	}
+	eventually(t, "no subscription is left behind", func() bool { return e.numSub(ch) == 0 })
+	w := newWakes()
+	c, err := b.Subscribe(ctx, "g", w.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c()
+	e.raw.Publish(ctx, ch, "again")
+	if x := w.next(t); x != (backend.Wake{ID: "g", Token: "again"}) {
+		t.Fatalf("wake after resubscribing = %+v", x)
+	}
+}
+
+// TestReconnectWakesAll: when the pub/sub connection drops, go-redis
+// reconnects and re-subscribes, and every subscribed id gets
+// Wake{ID, All: true}; wake-ups flow again afterwards.
+func TestReconnectWakesAll(t *testing.T) {
+	srv := redistest.Start(t)
+	e := newEnvAt(t, srv.Addr)
+	b, _ := e.backend(nil)
+	wa, wb := newWakes(), newWakes()
+	ca, err := b.Subscribe(ctx, "ra", wa.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca()
+	cb, err := b.Subscribe(ctx, "rb", wb.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb()
+	if n, err := e.raw.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n != 1 {
+		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want the backend's one connection", n, err)
+	}
+	if x := wa.next(t); x != (backend.Wake{ID: "ra", All: true}) {
+		t.Fatalf("wake of ra after reconnect = %+v, want All", x)
+	}
+	if x := wb.next(t); x != (backend.Wake{ID: "rb", All: true}) {
+		t.Fatalf("wake of rb after reconnect = %+v, want All", x)
+	}
+	e.raw.Publish(ctx, b.Keys("ra").Channel, "after")
+	if x := wa.next(t); x != (backend.Wake{ID: "ra", Token: "after"}) {
+		t.Fatalf("wake after reconnect = %+v", x)
+	}
+}
+
+// TestCloseLeavesNoGoroutine: Close ends the receive goroutine and
+// go-redis's pub/sub goroutines, and ends a pending Subscribe.
+func TestCloseLeavesNoGoroutine(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.backend(nil)
+	if _, err := b.Subscribe(ctx, "c", func(backend.Wake) {}); err != nil {
+		t.Fatal(err)
+	}
+	if !goroutinesMatch("redisbackend.(*subscriber).receive") {
+		t.Fatal("no receive goroutine while subscribed: the check below would prove nothing")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if goroutinesMatch("redisbackend.(*subscriber).receive") {
+		t.Fatal("the receive goroutine outlived Close")
+	}
+	eventually(t, "go-redis's pub/sub goroutines end after Close", func() bool {
+		return !goroutinesMatch("go-redis/v9.(*channel)")
+	})
+	if _, err := b.Subscribe(ctx, "c", func(backend.Wake) {}); !errors.Is(err, backend.ErrClosed) {
+		t.Fatalf("Subscribe after Close = %v", err)
+	}
+}
+
+func goroutinesMatch(s string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Contains(string(buf), s)
+}
+
+// TestSubscribeFailsWhenServerIsDown: Subscribe reports the client's error
+// (not a hang) when no server answers.
+func TestSubscribeFailsWhenServerIsDown(t *testing.T) {
+	srv := redistest.Start(t)
+	addr := srv.Addr
+	srv.Stop()
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer client.Close()
+	b, err := New(client, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := b.Subscribe(cctx, "down", func(backend.Wake) {}); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Subscribe with the server down = %v, want the client's error", err)
+	}
+	if _, err := b.Acquire(cctx, req("down", "A", false)); err == nil || errors.Is(err, backend.ErrNotHeld) {
+		t.Fatalf("Acquire with the server down = %v, want the client's error", err)
+	}
+}
