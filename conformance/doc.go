@@ -1,0 +1,123 @@
+// Package conformance is the shared test suite that every lock backend
+// runs: the guarantees of package lock (S1-S7, L1-L6, H1-H3), each as one
+// named property, checked through the real lock.Locker over the backend.
+//
+// # Running it
+//
+// A backend package has a short conformance_test.go:
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, func(t *testing.T) conformance.Harness {
+//			return newHarness(t) // a store shared by the backends it makes
+//		})
+//	}
+//
+// Run makes one subtest per property, named after it, and a new Harness for
+// each (newHarness is called inside the subtest). Harness.NewBackend must
+// return an independent backend on the harness's store each time: a
+// separate "process" that contends with the others on the same ids. Every
+// failure message starts with the property's contract sentence, e.g.
+// "S1 mutual-exclusion: for one id, grant intervals never overlap: ...".
+// Run one property with -run 'TestConformance/fifo-order$'.
+//
+// Ids are made from t.Name() and a random per-process nonce, so one shared
+// store (a Redis server) needs no flush between runs. The Lockers of the
+// suite use short timings (WaiterTimeout 300 ms-1 min as each property
+// needs, BatchTick 10 ms) and are closed when their subtest ends; the suite
+// takes seconds, not minutes. It assumes that the store's clock runs at
+// real speed: a harness may move it ahead with ClockAdvancer, but not stop
+// it.
+//
+// # Properties
+//
+// Safety:
+//   - mutual-exclusion (S1): 8 processes x 2 goroutines take one id 208 times
+//     (Acquire and TryAcquire); a real-time detector sees at most one holder
+//     inside, and the fences seen at entry strictly increase.
+//   - conservative-validity (S2): after a lease of 150 ms runs out unextended
+//     (also after an Extend), no other client is granted the id before its
+//     ValidUntil, and ValidUntil is at most the call's return plus ttl.
+//   - fencing (S3): fences strictly increase over successive holders (after
+//     release, queue hand-off and expiry); Extend keeps the fence; a retried
+//     AcquireWith with the same Token returns the same fence.
+//   - owner-only (S4): Release and Extend by a non-owner, or by an owner
+//     whose lease expired and was taken over, return ErrNotHeld and leave the
+//     new holder's lock alone; Extend after expiry does not re-create the
+//     lock; Release twice returns nil twice.
+//   - lost-lease-signalled (S5): Lost() closes by ValidUntil (+200 ms);
+//     Extend finding the lease gone closes it; Do's ctx is cancelled with
+//     cause ErrLeaseLost when the lease is lost, and Do returns ErrLeaseLost.
+//   - retry-safe (S6): backend steps retried with the same token are no-ops
+//     (same fence, same ticket); Leave by token removes a grant or an entry;
+//     when the reply of a granting step or of an enqueue is lost, the core
+//     returns ErrBackend and leaves nothing held or queued.
+//   - acquire-many-no-unseen-leases (S7): breaking out of AcquireMany, or
+//     cancelling it, leaves no unseen lease and no queue entry.
+//
+// Liveness and fairness:
+//   - wake-on-release (L1): with heartbeats and the holder's TTL too slow to
+//     matter, a released lock is taken by the queued waiter within 5 s, and a
+//     wake-up reached its subscription.
+//   - no-lost-wakeup (L1): with the wake-ups lost, after a release, and after
+//     the holder's lease expires (at its TTL, or early with an Expirer) the
+//     waiter still acquires within the fallback bound.
+//   - fifo-order (L2): five waiters in five processes, queued one after
+//     another, are granted in that order; a newcomer's TryAcquire never wins.
+//   - try-acquire-fair (L2): a TryAcquire racing a hand-off never wins over
+//     the queued waiter.
+//   - dead-waiter-purge (L3): a live waiter behind two dead ones (their
+//     process killed) acquires within WaiterTimeout plus two heartbeats.
+//   - live-waiter-kept (L3): a waiter queued for three WaiterTimeouts keeps
+//     its ticket and is granted before a later waiter.
+//   - queue-timeout (L4): a wait ends at QueueTimeout (Locker or per call)
+//     with Acquired=false, WasInUse=true, nil error, and no entry left.
+//   - acquire-many-overlap (L5): two AcquireMany calls on the same ids in
+//     opposite orders, releasing what they are shown, both complete.
+//   - cancel-while-queued (L6): cancelling a queued Acquire returns an error
+//     matching context.Canceled and leaves nothing; also when the cancel
+//     races the grant.
+//
+// Hygiene:
+//   - no-goroutine-leak (H1): no goroutine with a frame of package lock
+//     outlives Close, after waits, heartbeats, AcquireMany, Do, a queue
+//     timeout and a cancel.
+//   - no-state-left (H2): after release, hand-off, TryAcquire, queue
+//     timeout, cancel, Leave, AcquireMany, Do and expiry, StateLeft is empty.
+//   - bounded-input (H3): an id of MaxIDLength+1 bytes is an *ArgumentError
+//     with no backend call; an id of exactly MaxIDLength (with braces, NUL
+//     and invalid UTF-8) works, queue hand-off included, and is not confused
+//     with an id that differs in its last byte.
+//
+// The API around them:
+//   - bad-input: nil ctx, empty id, bad ttl, nil fn or Locker, bad
+//     AcquireMany ids, bad options, and every call after Close fail with an
+//     error naming the argument (or ErrClosed), with no backend call.
+//   - acquire-many: no empty snapshot; every id exactly once, in ids order
+//     within a snapshot; held ids arrive after their release; duplicates fail
+//     before I/O; a queue timeout reports the ids left in the last snapshot.
+//   - do: Do returns fn's value, releases on fn's error and on panic
+//     (re-raised), extends while fn runs 3x the ttl, and returns zero and
+//     ErrNotAcquired on a queue timeout.
+//   - close: Close ends a queued Acquire, AcquireMany and Do with ErrClosed
+//     promptly, they leave the queue, and Close twice returns the same.
+//   - model: a rapid state machine drives Acquire (with and without Wait),
+//     AcquireBatch, Release, Extend, Leave, LeaveBatch and Heartbeat on three
+//     backends and compares every result with a plain model (holder, fence,
+//     queue in ticket order). Tune it with -rapid.checks and -rapid.steps.
+//
+// # Optional harness capabilities
+//
+//   - Expirer: lets S3, S4 and S5 end a lease at once instead of waiting
+//     for its TTL, and enables the no-lost-wakeup case of a lease the store
+//     ends early (found by the heartbeat) and the Do-with-expired-lease case
+//     of lost-lease-signalled.
+//   - ClockAdvancer: used like Expirer (advance past the TTL) when the
+//     harness has no Expirer.
+//   - StateChecker: enables no-state-left (skipped without it), and makes
+//     model check that nothing is left after each of its runs.
+//
+// The suite wraps every backend in a spy (spy.go) that records the steps
+// and wake-ups, and injects faults: lost wake-ups, a killed process, a lost
+// reply after a step took effect, a lease taken away. It imports only the
+// standard library, pgregory.net/rapid, and packages lock and backend.
+package conformance

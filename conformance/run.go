@@ -1,0 +1,323 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redislocker/lock"
+)
+
+// Timings of the Lockers the suite makes. They are short so that the suite
+// runs in seconds; the bounds below leave room for a loaded machine and the
+// race detector.
+const (
+	// waiterTimeout is the default WaiterTimeout (heartbeat every third).
+	waiterTimeout = 900 * time.Millisecond
+	// queueTimeout is the default QueueTimeout: long enough never to be
+	// the reason a property passes, short enough that a hang ends.
+	queueTimeout = 20 * time.Second
+	// batchTick is the default BatchTick.
+	batchTick = 10 * time.Millisecond
+	// longTTL is a lease that must not expire during a property.
+	longTTL = 30 * time.Second
+	// slack is added to every time bound for scheduling delays.
+	slack = time.Second
+	// prompt bounds something that should happen at once (one or two steps).
+	prompt = 5 * time.Second
+)
+
+// property is one named guarantee: one subtest of Run.
+type property struct {
+	// name is the subtest's name.
+	name string
+	// contract is the sentence every failure of the subtest starts with.
+	contract string
+	run      func(e *env)
+}
+
+// properties is the suite, in the order Run runs it.
+var properties = []property{
+	// Safety.
+	{"mutual-exclusion", "S1 mutual-exclusion: for one id, grant intervals never overlap", mutualExclusion},
+	{"conservative-validity", "S2 conservative-validity: ValidUntil never lies past the backend's expiry", conservativeValidity},
+	{"fencing", "S3 fencing: fences strictly increase per id in grant order; extend and retried acquires keep the fence", fencing},
+	{"owner-only", "S4 owner-only: Release and Extend by a non-owner or after expiry return ErrNotHeld and change nothing; Extend never re-creates an expired lock", ownerOnly},
+	{"lost-lease-signalled", "S5 lost-lease-signalled: Lost() closes and Do's ctx is cancelled with ErrLeaseLost no later than ValidUntil", lostLeaseSignalled},
+	{"retry-safe", "S6 retry-safe: a retried acquire with the same token is a no-op, and an unknown outcome is cleaned up by token", retrySafe},
+	{"acquire-many-no-unseen-leases", "S7 acquire-many-no-unseen-leases: AcquireMany never leaves a lease held, or a queue entry, that the caller was not shown", acquireManyNoUnseen},
+	// Liveness and fairness.
+	{"wake-on-release", "L1 wake-on-release: a release wakes the head of the queue, which acquires within one notification", wakeOnRelease},
+	{"no-lost-wakeup", "L1 no-lost-wakeup: a free lock is noticed by its head waiter within the fallback bound, without a notification", noLostWakeup},
+	{"fifo-order", "L2 fifo-order: live waiters are granted in queue order, and nobody jumps the queue", fifoOrder},
+	{"try-acquire-fair", "L2 try-acquire-fair: TryAcquire never wins over a queued waiter", tryAcquireFair},
+	{"dead-waiter-purge", "L3 dead-waiter-purge: waiters that stop heartbeating are purged within WaiterTimeout plus two heartbeats, every one of them", deadWaiterPurge},
+	{"live-waiter-kept", "L3 live-waiter-kept: a live waiter is never purged and keeps its place in the queue", liveWaiterKept},
+	{"queue-timeout", "L4 queue-timeout: a wait ends at the queue timeout with Acquired=false, WasInUse=true, a nil error, and no entry left", queueTimeoutProp},
+	{"acquire-many-overlap", "L5 acquire-many-overlap: overlapping AcquireMany calls whose callers release what they are shown never deadlock", acquireManyOverlap},
+	{"cancel-while-queued", "L6 cancel-while-queued: cancelling a waiter returns ctx's error, holds nothing and removes its entry", cancelWhileQueued},
+	// Hygiene.
+	{"no-goroutine-leak", "H1 no-goroutine-leak: no goroutine of the lock package outlives Close", noGoroutineLeak},
+	{"no-state-left", "H2 no-state-left: after release, leave, timeout and expiry the store keeps no state for the id but documented counters", noStateLeft},
+	{"bounded-input", "H3 bounded-input: ids longer than MaxIDLength are rejected before any I/O; ids of exactly MaxIDLength work", boundedInput},
+	// The API around the guarantees.
+	{"bad-input", "bad-input: invalid arguments and calls after Close return an error naming the argument (or ErrClosed) before any I/O", badInput},
+	{"acquire-many", "acquire-many: AcquireMany yields every id exactly once, in non-empty snapshots, and reports timed-out ids in the last one", acquireMany},
+	{"do", "do: Do runs fn under the lock, extends it while fn runs, always releases, and returns ErrNotAcquired on a queue timeout", doProp},
+	{"close", "close: Close ends queued calls promptly with ErrClosed, leaves their queues, and is idempotent", closeProp},
+	{"model", "model: backend steps agree with the plain model (holder, fence, queue in ticket order)", model},
+}
+
+// Run runs the conformance suite: one subtest per property, each named
+// after it, each with a new Harness from newHarness. See the package doc.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	t.Helper()
+	if newHarness == nil {
+		t.Fatal("conformance.Run: nil newHarness")
+	}
+	for _, p := range properties {
+		t.Run(p.name, func(t *testing.T) {
+			e := newEnv(t, p)
+			h := newHarness(t)
+			if h == nil {
+				t.Fatal("conformance.Run: newHarness returned nil")
+			}
+			e.h = h
+			p.run(e)
+		})
+	}
+}
+
+// nonce makes ids unique per process, so that reruns against one shared
+// store (a Redis server) never collide.
+var nonce = func() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("conformance: crypto/rand: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}()
+
+// env is the state of one property's subtest.
+type env struct {
+	t        *testing.T
+	h        Harness
+	contract string
+	ids      atomic.Int64
+	bg       sync.WaitGroup // goroutines started by e.goFn
+	logw     *testWriter
+}
+
+func newEnv(t *testing.T, p property) *env {
+	e := &env{t: t, contract: p.contract, logw: &testWriter{t: t}}
+	// Registered first, so it runs last: after every Locker is closed
+	// (which ends the calls the goroutines wait in), wait for them, and
+	// then stop logging to t.
+	t.Cleanup(func() {
+		e.bg.Wait()
+		e.logw.stop()
+	})
+	return e
+}
+
+// errorf reports a violation of the property, led by its contract sentence.
+// It may be called from any goroutine of the subtest.
+func (e *env) errorf(format string, args ...any) {
+	e.t.Helper()
+	e.t.Errorf("%s: %s", e.contract, fmt.Sprintf(format, args...))
+}
+
+// fatalf is errorf, then FailNow; only from the subtest's goroutine.
+func (e *env) fatalf(format string, args ...any) {
+	e.t.Helper()
+	e.t.Fatalf("%s: %s", e.contract, fmt.Sprintf(format, args...))
+}
+
+// goFn runs fn in a goroutine that the subtest waits for at its end.
+func (e *env) goFn(fn func()) {
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		fn()
+	}()
+}
+
+// id returns a new id, unique per subtest, per call and per process.
+func (e *env) id() string {
+	return fmt.Sprintf("%s/%s/%d", e.t.Name(), nonce, e.ids.Add(1))
+}
+
+// ctx returns a context for one scenario, cancelled at the end of the
+// subtest and after timeout at the latest.
+func (e *env) ctx(timeout time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// backend returns a new backend of the harness, wrapped in a spy, closed
+// at the end of the subtest.
+func (e *env) backend() *spy {
+	s := newSpy(e.h.NewBackend(e.t))
+	e.t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// locker returns a Locker over a new backend of the harness (a new
+// "process"), wrapped in a spy; it is closed at the end of the subtest.
+// Zero fields of o get the suite's short timings.
+func (e *env) locker(o lock.Options) (*lock.Locker, *spy) {
+	if o.QueueTimeout == 0 {
+		o.QueueTimeout = queueTimeout
+	}
+	if o.WaiterTimeout == 0 {
+		o.WaiterTimeout = waiterTimeout
+	}
+	if o.BatchTick == 0 {
+		o.BatchTick = batchTick
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(e.logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	s := newSpy(e.h.NewBackend(e.t))
+	l := lock.New(s, &o)
+	e.t.Cleanup(func() { _ = l.Close() })
+	return l, s
+}
+
+// defaultLocker is e.locker with the suite's default timings.
+func (e *env) defaultLocker() (*lock.Locker, *spy) { return e.locker(lock.Options{}) }
+
+// mustAcquire takes a free (or soon free) id, failing the subtest if it
+// cannot.
+func (e *env) mustAcquire(l *lock.Locker, id string, ttl time.Duration) *lock.Lease {
+	e.t.Helper()
+	res, err := l.Acquire(e.ctx(queueTimeout), id, ttl)
+	if err != nil || !res.Acquired || res.Lease == nil {
+		e.fatalf("Acquire(%q): Acquired=%v Lease=%v err=%v, want a lease", id, res.Acquired, res.Lease != nil, err)
+	}
+	return res.Lease
+}
+
+// mustRelease releases le, failing the subtest on error.
+func (e *env) mustRelease(le *lock.Lease) {
+	e.t.Helper()
+	if err := le.Release(e.ctx(prompt)); err != nil {
+		e.fatalf("Release(%q): %v", le.ID(), err)
+	}
+}
+
+// tryAcquire is one TryAcquire by l; it reports the lease or nil.
+func (e *env) tryAcquire(l *lock.Locker, id string, ttl time.Duration) (*lock.Lease, error) {
+	res, err := l.TryAcquire(e.ctx(prompt), id, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if res.Acquired != (res.Lease != nil) {
+		e.errorf("TryAcquire(%q): Acquired=%v but Lease=%v", id, res.Acquired, res.Lease)
+	}
+	return res.Lease, nil
+}
+
+// assertFree checks that a client other than the ones involved can take id
+// at once with TryAcquire (so that nothing holds it and nobody is queued),
+// and releases it again.
+func (e *env) assertFree(l *lock.Locker, id, what string) {
+	e.t.Helper()
+	le, err := e.tryAcquire(l, id, longTTL)
+	switch {
+	case err != nil:
+		e.errorf("%s: TryAcquire(%q) by another client: %v", what, id, err)
+	case le == nil:
+		e.errorf("%s: TryAcquire(%q) by another client failed: the id is still held or has a queue entry left", what, id)
+	default:
+		if err := le.Release(e.ctx(prompt)); err != nil {
+			e.errorf("%s: releasing %q again: %v", what, id, err)
+		}
+	}
+}
+
+// assertHeld checks that a TryAcquire of id by another client fails.
+func (e *env) assertHeld(l *lock.Locker, id, what string) {
+	e.t.Helper()
+	le, err := e.tryAcquire(l, id, longTTL)
+	switch {
+	case err != nil:
+		e.errorf("%s: TryAcquire(%q) by another client: %v", what, id, err)
+	case le != nil:
+		e.errorf("%s: TryAcquire(%q) by another client succeeded (fence %d) although the id should be held", what, id, le.Fence())
+		_ = le.Release(e.ctx(prompt))
+	}
+}
+
+// expire ends the lease le (granted for ttl) without a release: see
+// expireID. It returns how, for messages.
+func (e *env) expire(le *lock.Lease, ttl time.Duration) string {
+	e.t.Helper()
+	return e.expireID(le.ID(), ttl, le.ValidUntil())
+}
+
+// expireID ends id's lease (granted for ttl, valid until validUntil)
+// without a release: through the harness's Expirer or ClockAdvancer when it
+// has one, otherwise by waiting for the TTL to run out (then validUntil
+// must be known). It returns how, for messages.
+func (e *env) expireID(id string, ttl time.Duration, validUntil time.Time) string {
+	e.t.Helper()
+	if x, ok := e.h.(Expirer); ok {
+		x.ExpireNow(e.t, id)
+		return "expired by the harness (Expirer)"
+	}
+	if c, ok := e.h.(ClockAdvancer); ok {
+		// The store's expiry is at most ttl after now (the acquire was
+		// received before now).
+		c.Advance(e.t, ttl+10*time.Millisecond)
+		return "expired by advancing the store's clock (ClockAdvancer)"
+	}
+	if validUntil.IsZero() {
+		e.fatalf("internal: expireID(%q) without Expirer or ClockAdvancer needs validUntil", id)
+	}
+	// The store's expiry is within ValidUntil plus the request's transit.
+	waitUntil(validUntil.Add(150 * time.Millisecond))
+	return "expired at its TTL"
+}
+
+// canExpireEarly reports whether e.expire ends a lease before its TTL.
+func (e *env) canExpireEarly() bool {
+	switch e.h.(type) {
+	case Expirer, ClockAdvancer:
+		return true
+	}
+	return false
+}
+
+// testWriter sends a Locker's log lines to t.Log until the subtest ends.
+type testWriter struct {
+	t       *testing.T
+	mu      sync.Mutex
+	stopped bool
+}
+
+var _ io.Writer = (*testWriter)(nil)
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+}

@@ -1,0 +1,286 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// Errors the spy injects.
+var (
+	// errKilled is what every step of a killed spy returns: the process
+	// crashed (or is partitioned away) and will never speak again.
+	errKilled = errors.New("conformance: injected: the process was killed")
+	// errLostReply is what an injected failure returns after the inner
+	// step took effect: the reply was lost, the outcome is unknown to the
+	// caller.
+	errLostReply = errors.New("conformance: injected: the step took effect but its reply was lost")
+)
+
+// spy wraps a backend: it records the steps and the wake-ups a Locker
+// sees, and injects faults (dropped wake-ups, a killed process, lost
+// replies, a lease taken away). It implements backend.Batcher (through the
+// inner Batcher or the core's fallbacks) and backend.Resolver (the inner
+// resolution), so the core treats it exactly like the backend it wraps.
+type spy struct {
+	inner backend.Backend
+
+	dropWakes   atomic.Bool  // wake-ups are recorded, not delivered
+	killed      atomic.Bool  // every step fails with errKilled; wake-ups are dropped
+	loseAcquire atomic.Int32 // lose the reply of the next Acquire: 1 any, 2 only one with Wait
+	loseExtend  atomic.Bool  // every Extend reports ErrNotHeld without reaching the store
+
+	mu         sync.Mutex
+	calls      int // steps that reached the spy, Close excepted
+	acquires   []acquireRecord
+	heartbeats []heartbeatRecord
+	wakes      []wakeRecord
+}
+
+type acquireRecord struct {
+	req   backend.AcquireRequest
+	grant backend.Grant
+	err   error
+	at    time.Time // when the step returned
+}
+
+type heartbeatRecord struct {
+	waiter backend.Waiter
+	result backend.HeartbeatResult
+	at     time.Time // when the step returned
+}
+
+type wakeRecord struct {
+	wake    backend.Wake
+	dropped bool
+}
+
+var (
+	_ backend.Backend  = (*spy)(nil)
+	_ backend.Batcher  = (*spy)(nil)
+	_ backend.Resolver = (*spy)(nil)
+)
+
+func newSpy(inner backend.Backend) *spy { return &spy{inner: inner} }
+
+// kill makes the spy a crashed process: every later step fails and no
+// wake-up is delivered.
+func (s *spy) kill() { s.killed.Store(true) }
+
+// step counts one step and reports whether the process is dead.
+func (s *spy) step() error {
+	s.mu.Lock()
+	s.calls++
+	s.mu.Unlock()
+	if s.killed.Load() {
+		return errKilled
+	}
+	return nil
+}
+
+// loseReply reports whether the reply of this Acquire is to be lost.
+func (s *spy) loseReply(req backend.AcquireRequest) bool {
+	switch s.loseAcquire.Load() {
+	case 1:
+		return s.loseAcquire.CompareAndSwap(1, 0)
+	case 2:
+		return req.Wait && s.loseAcquire.CompareAndSwap(2, 0)
+	}
+	return false
+}
+
+func (s *spy) recordAcquire(req backend.AcquireRequest, g backend.Grant, err error) {
+	s.mu.Lock()
+	s.acquires = append(s.acquires, acquireRecord{req: req, grant: g, err: err, at: time.Now()})
+	s.mu.Unlock()
+}
+
+func (s *spy) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
+	if err := s.step(); err != nil {
+		return backend.Grant{}, err
+	}
+	g, err := s.inner.Acquire(ctx, req)
+	s.recordAcquire(req, g, err)
+	if err == nil && s.loseReply(req) {
+		return backend.Grant{}, errLostReply
+	}
+	return g, err
+}
+
+func (s *spy) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	if err := s.step(); err != nil {
+		return nil, err
+	}
+	res, err := backend.AcquireBatch(ctx, s.inner, reqs)
+	lost := false
+	for i, r := range res {
+		if i < len(reqs) {
+			s.recordAcquire(reqs[i], r.Grant, r.Err)
+			if r.Err == nil && s.loseReply(reqs[i]) {
+				lost = true
+			}
+		}
+	}
+	if err == nil && lost {
+		return nil, errLostReply
+	}
+	return res, err
+}
+
+func (s *spy) Release(ctx context.Context, id, token string) error {
+	if err := s.step(); err != nil {
+		return err
+	}
+	return s.inner.Release(ctx, id, token)
+}
+
+func (s *spy) Extend(ctx context.Context, id, token string, ttl time.Duration) error {
+	if err := s.step(); err != nil {
+		return err
+	}
+	if s.loseExtend.Load() {
+		return backend.ErrNotHeld
+	}
+	return s.inner.Extend(ctx, id, token, ttl)
+}
+
+func (s *spy) Leave(ctx context.Context, id, token string) error {
+	if err := s.step(); err != nil {
+		return err
+	}
+	return s.inner.Leave(ctx, id, token)
+}
+
+func (s *spy) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
+	if err := s.step(); err != nil {
+		return err
+	}
+	return backend.LeaveBatch(ctx, s.inner, waiters)
+}
+
+func (s *spy) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterTTL time.Duration) ([]backend.HeartbeatResult, error) {
+	if err := s.step(); err != nil {
+		return nil, err
+	}
+	res, err := s.inner.Heartbeat(ctx, waiters, waiterTTL)
+	now := time.Now()
+	s.mu.Lock()
+	for i, r := range res {
+		if i < len(waiters) {
+			s.heartbeats = append(s.heartbeats, heartbeatRecord{waiter: waiters[i], result: r, at: now})
+		}
+	}
+	s.mu.Unlock()
+	return res, err
+}
+
+func (s *spy) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (func(), error) {
+	if err := s.step(); err != nil {
+		return nil, err
+	}
+	return s.inner.Subscribe(ctx, id, func(w backend.Wake) {
+		drop := s.killed.Load() || s.dropWakes.Load()
+		s.mu.Lock()
+		s.wakes = append(s.wakes, wakeRecord{wake: w, dropped: drop})
+		s.mu.Unlock()
+		if !drop {
+			fn(w)
+		}
+	})
+}
+
+// Close closes the inner backend, even when the spy was killed (the
+// process is gone; its resources go with it).
+func (s *spy) Close() error { return s.inner.Close() }
+
+// Resolution is the inner backend's.
+func (s *spy) Resolution() time.Duration { return backend.ResolutionOf(s.inner) }
+
+// ---- queries ----
+
+// callCount returns the number of steps the spy has seen (Close excepted).
+func (s *spy) callCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// queuedToken returns the token of the first Acquire on id that reported
+// a queue entry, and whether there was one.
+func (s *spy) queuedToken(id string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.acquires {
+		if a.req.ID == id && a.err == nil && !a.grant.Acquired && a.grant.Queued {
+			return a.req.Token, true
+		}
+	}
+	return "", false
+}
+
+// queued reports whether an Acquire on id has reported a queue entry.
+func (s *spy) queued(id string) bool {
+	_, ok := s.queuedToken(id)
+	return ok
+}
+
+// queuedCount returns the number of distinct tokens that were queued on id.
+func (s *spy) queuedCount(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for _, a := range s.acquires {
+		if a.req.ID == id && a.err == nil && !a.grant.Acquired && a.grant.Queued {
+			seen[a.req.Token] = true
+		}
+	}
+	return len(seen)
+}
+
+// tickets returns the tickets the Acquire steps of token on id reported.
+func (s *spy) tickets(id, token string) []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []uint64
+	for _, a := range s.acquires {
+		if a.req.ID == id && a.req.Token == token && a.err == nil && a.grant.Queued {
+			out = append(out, a.grant.Ticket)
+		}
+	}
+	return out
+}
+
+// wakesFor returns how many wake-ups for id, addressed to token (or to
+// every or any local waiter), reached the spy; with delivered, only those
+// passed on to the Locker.
+func (s *spy) wakesFor(id, token string, delivered bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, w := range s.wakes {
+		if w.wake.ID != id || (delivered && w.dropped) {
+			continue
+		}
+		if w.wake.All || w.wake.Token == "" || w.wake.Token == token {
+			n++
+		}
+	}
+	return n
+}
+
+// heartbeatsOf returns the heartbeat results of (id, token), in order.
+func (s *spy) heartbeatsOf(id, token string) []heartbeatRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []heartbeatRecord
+	for _, h := range s.heartbeats {
+		if h.waiter.ID == id && h.waiter.Token == token {
+			out = append(out, h)
+		}
+	}
+	return out
+}
