@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
 )
@@ -560,4 +562,26 @@ func TestDeadEntryBeyondLimitStaysDead(t *testing.T) {
 		}
 	}
 	t.Fatal("d4 was never granted after the dead entries were purged")
+}
+
+// TestHolderTTLNeverZeroWhileHeld: in a lease's last millisecond PTTL is
+// 0 while the key still exists; the grant must still report a held lock
+// (HolderTTL >= 1ms), as 0 means "free, waiters ahead" and the core would
+// not re-check at the holder's expiry. miniredis's manual clock makes the
+// last millisecond reachable.
+func TestHolderTTLNeverZeroWhileHeld(t *testing.T) {
+	m := miniredis.RunT(t)
+	e := newEnvAt(t, m.Addr())
+	b, _ := e.backend(nil)
+	r := req("t", "A", false)
+	r.TTL = 10 * time.Millisecond
+	mustAcquire(t, b, r)
+	m.FastForward(9*time.Millisecond + 500*time.Microsecond)
+	if d := e.raw.PTTL(ctx, b.Keys("t").Lock).Val(); d != 0 {
+		t.Skipf("miniredis PTTL in the last millisecond = %v, the edge is not reachable", d)
+	}
+	g := mustAcquire(t, b, req("t", "B", true))
+	if g.Acquired || g.HolderTTL < time.Millisecond {
+		t.Fatalf("grant in the holder's last millisecond = %+v, want not acquired with HolderTTL >= 1ms", g)
+	}
 }

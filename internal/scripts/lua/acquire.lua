@@ -14,7 +14,8 @@
 -- ARGV[7] wake-up channel
 --
 -- Reply: {acquired, fence, ttl, holder_ttl, queued, ticket, head}, all
--- integers (0/1 for the flags, ms for the TTLs). Error replies: LOCKQUEUEFULL,
+-- integers (0/1 for the flags, ms for the TTLs; holder_ttl is at least 1 when
+-- the lock is held, 0 when it is free). Error replies: LOCKQUEUEFULL,
 -- LOCKBADARG.
 local token = ARGV[1]
 if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
@@ -74,8 +75,10 @@ end
 
 local holder_ttl = 0
 if holder then
+  -- PTTL is 0 in the last millisecond of a lease: report at least 1, as 0
+  -- would mean "free, but waiters are ahead".
   holder_ttl = redis.call('PTTL', lock)
-  if holder_ttl < 0 then holder_ttl = 0 end
+  if holder_ttl < 1 then holder_ttl = 1 end
 end
 
 if wait == '1' then
