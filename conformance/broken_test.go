@@ -1,0 +1,598 @@
+package conformance_test
+
+// Deliberately broken backends, for the self-test of the suite
+// (selftest_test.go): each one wraps a memorybackend Store and breaks
+// exactly one guarantee, so that the suite must fail under that property's
+// name. They implement backend.Batcher through the core's fallbacks over
+// the wrapper itself, so the breakage applies to batched steps too.
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/conformance"
+	"github.com/redislocker/lock/memorybackend"
+)
+
+// brokenEnv names the broken backend that TestBrokenBackend runs the suite
+// against. It is set only by TestSuiteCatchesBrokenBackends for its
+// subprocesses.
+const brokenEnv = "LOCK_CONFORMANCE_BROKEN"
+
+// controlName is the brokenEnv value of the control: the unbroken
+// memorybackend, through the same harness.
+const controlName = "none"
+
+// brokenKinds maps each broken backend to the property that must catch it.
+var brokenKinds = map[string]string{
+	"double-grant": "mutual-exclusion",
+	"queue-jump":   "fifo-order",
+	"drop-wakeups": "wake-on-release",
+	"repeat-fence": "fencing",
+}
+
+// TestBrokenBackend runs the conformance suite against the backend named by
+// $LOCK_CONFORMANCE_BROKEN. It is meant to fail: it runs only as a
+// subprocess of TestSuiteCatchesBrokenBackends, which checks that it fails
+// under the expected property.
+func TestBrokenBackend(t *testing.T) {
+	kind, ok := os.LookupEnv(brokenEnv)
+	if !ok {
+		t.Skip("runs only as a subprocess of TestSuiteCatchesBrokenBackends")
+	}
+	if _, known := brokenKinds[kind]; !known && kind != controlName {
+		t.Fatalf("%s=%q: unknown broken backend", brokenEnv, kind)
+	}
+	conformance.Run(t, func(t *testing.T) conformance.Harness {
+		return newBrokenHarness(kind)
+	})
+}
+
+// brokenHarness makes backends on one memorybackend Store, each wrapped in
+// the named breakage (or not, for the control).
+type brokenHarness struct {
+	kind  string
+	store *memorybackend.Store
+	fakes *fakeGrants // double-grant's fake leases, shared like the store
+	jump  sync.Mutex  // serializes the steps of queue-jump's backends
+}
+
+var (
+	_ conformance.Harness      = (*brokenHarness)(nil)
+	_ conformance.Expirer      = (*brokenHarness)(nil)
+	_ conformance.StateChecker = (*brokenHarness)(nil)
+)
+
+func newBrokenHarness(kind string) *brokenHarness {
+	return &brokenHarness{
+		kind:  kind,
+		store: memorybackend.NewStore(nil),
+		fakes: &fakeGrants{byKey: make(map[string]*fakeGrant)},
+	}
+}
+
+func (h *brokenHarness) NewBackend(t *testing.T) backend.Backend {
+	inner := h.store.NewBackend()
+	switch h.kind {
+	case controlName:
+		return inner
+	case "double-grant":
+		return &doubleGrant{wrapped: wrapped{inner}, fakes: h.fakes}
+	case "queue-jump":
+		return &queueJump{wrapped: wrapped{inner}, store: h.store, mu: &h.jump}
+	case "drop-wakeups":
+		return &dropWakeups{wrapped: wrapped{inner}}
+	case "repeat-fence":
+		return &repeatFence{wrapped: wrapped{inner}}
+	}
+	t.Fatalf("unknown broken backend %q", h.kind)
+	return nil
+}
+
+func (h *brokenHarness) ExpireNow(t *testing.T, id string) {
+	h.store.ExpireNow(id)
+	h.fakes.expire(id)
+}
+
+func (h *brokenHarness) StateLeft(t *testing.T, id string) []string {
+	var left []string
+	if tok, ok := h.store.Holder(id); ok {
+		left = append(left, "holder "+tok)
+	}
+	for _, w := range h.store.Waiters(id) {
+		left = append(left, "waiter "+w)
+	}
+	return left
+}
+
+// wrapped passes every step through to a memorybackend Backend. The
+// broken backends embed it and override the step they break, and implement
+// backend.Batcher with the core's fallbacks over themselves (batchOf).
+type wrapped struct {
+	inner *memorybackend.Backend
+}
+
+func (w wrapped) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
+	return w.inner.Acquire(ctx, req)
+}
+
+func (w wrapped) Release(ctx context.Context, id, token string) error {
+	return w.inner.Release(ctx, id, token)
+}
+
+func (w wrapped) Extend(ctx context.Context, id, token string, ttl time.Duration) error {
+	return w.inner.Extend(ctx, id, token, ttl)
+}
+
+func (w wrapped) Leave(ctx context.Context, id, token string) error {
+	return w.inner.Leave(ctx, id, token)
+}
+
+func (w wrapped) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterTTL time.Duration) ([]backend.HeartbeatResult, error) {
+	return w.inner.Heartbeat(ctx, waiters, waiterTTL)
+}
+
+func (w wrapped) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (func(), error) {
+	return w.inner.Subscribe(ctx, id, fn)
+}
+
+func (w wrapped) Close() error { return w.inner.Close() }
+
+// acquireBatch and leaveBatch run the core's fallbacks over b, hidden
+// behind a struct that has only b's step methods: passing b itself would
+// find its Batcher and recurse.
+func acquireBatch(ctx context.Context, b backend.Lock, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	return backend.AcquireBatch(ctx, struct{ backend.Lock }{b}, reqs)
+}
+
+func leaveBatch(ctx context.Context, b backend.Queue, waiters []backend.Waiter) error {
+	return backend.LeaveBatch(ctx, struct{ backend.Queue }{b}, waiters)
+}
+
+// ---------------------------------------------------------------------------
+// double-grant: Acquire reports a grant even when the lock is held by
+// someone else (S1, "mutual-exclusion").
+
+// doubleGrant grants every Acquire: when the store refuses, it removes the
+// requester's queue entry and reports a fake grant (fresh fence, req.TTL),
+// and then honours the fake lease in Release, Extend and Leave so that
+// nothing but the exclusion is broken.
+type doubleGrant struct {
+	wrapped
+	fakes *fakeGrants
+}
+
+type fakeGrants struct {
+	mu    sync.Mutex
+	fence uint64 // fences of fake grants: above every real one of the Store
+	byKey map[string]*fakeGrant
+}
+
+type fakeGrant struct {
+	fence  uint64
+	expiry time.Time
+}
+
+func fakeKey(id, token string) string { return id + "\x00" + token }
+
+// grant returns the fake lease of (id, token), new or retried.
+func (f *fakeGrants) grant(id, token string, ttl time.Duration) backend.Grant {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	if g := f.byKey[fakeKey(id, token)]; g != nil && g.expiry.After(now) {
+		return backend.Grant{Acquired: true, Fence: g.fence, TTL: g.expiry.Sub(now)}
+	}
+	f.fence++
+	// Far above the Store's global counter, so fences still increase.
+	fence := 1<<40 + f.fence
+	f.byKey[fakeKey(id, token)] = &fakeGrant{fence: fence, expiry: now.Add(ttl)}
+	return backend.Grant{Acquired: true, Fence: fence, TTL: ttl}
+}
+
+// take reports whether token holds a live fake lease on id, and applies fn
+// to it while locked.
+func (f *fakeGrants) take(id, token string, fn func(k string, g *fakeGrant)) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := fakeKey(id, token)
+	g := f.byKey[k]
+	if g == nil {
+		return false
+	}
+	if !g.expiry.After(time.Now()) {
+		delete(f.byKey, k)
+		return false
+	}
+	fn(k, g)
+	return true
+}
+
+func (f *fakeGrants) expire(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k := range f.byKey {
+		if strings.HasPrefix(k, id+"\x00") {
+			delete(f.byKey, k)
+		}
+	}
+}
+
+func (b *doubleGrant) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
+	if b.fakes.take(req.ID, req.Token, func(string, *fakeGrant) {}) {
+		return b.fakes.grant(req.ID, req.Token, req.TTL), nil
+	}
+	g, err := b.inner.Acquire(ctx, req)
+	if err != nil || g.Acquired {
+		return g, err
+	}
+	// The bug: the lock is held (or others wait), and we grant anyway.
+	if g.Queued {
+		if err := b.inner.Leave(ctx, req.ID, req.Token); err != nil {
+			return backend.Grant{}, err
+		}
+	}
+	return b.fakes.grant(req.ID, req.Token, req.TTL), nil
+}
+
+func (b *doubleGrant) Release(ctx context.Context, id, token string) error {
+	if b.fakes.take(id, token, func(k string, _ *fakeGrant) { delete(b.fakes.byKey, k) }) {
+		return nil
+	}
+	return b.inner.Release(ctx, id, token)
+}
+
+func (b *doubleGrant) Extend(ctx context.Context, id, token string, ttl time.Duration) error {
+	if b.fakes.take(id, token, func(_ string, g *fakeGrant) { g.expiry = time.Now().Add(ttl) }) {
+		return nil
+	}
+	return b.inner.Extend(ctx, id, token, ttl)
+}
+
+func (b *doubleGrant) Leave(ctx context.Context, id, token string) error {
+	b.fakes.take(id, token, func(k string, _ *fakeGrant) { delete(b.fakes.byKey, k) })
+	return b.inner.Leave(ctx, id, token)
+}
+
+func (b *doubleGrant) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	return acquireBatch(ctx, b, reqs)
+}
+
+func (b *doubleGrant) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
+	return leaveBatch(ctx, b, waiters)
+}
+
+// ---------------------------------------------------------------------------
+// queue-jump: whoever asks while the lock is free gets it, whatever the
+// queue says, and a release wakes the newest waiter rather than the head
+// (L2, "fifo-order"; TryAcquire jumps the queue too, "try-acquire-fair").
+
+// queueJump grants an Acquire whenever the lock is free: if the store
+// refuses because waiters are ahead of the requester, it moves them to the
+// tail of the queue (Leave, then re-enqueue with new tickets) and acquires
+// again. Its wake-ups name the tail of the queue instead of the head, so
+// that a release hands the lock to the last one in (LIFO).
+//
+// Every step of every queueJump backend of a harness runs under one shared
+// mutex, so that the jump's several inner steps are atomic with respect to
+// the other clients: it only reorders the queue, and never releases a lock
+// that someone holds (the exclusion itself stays intact).
+type queueJump struct {
+	wrapped
+	store *memorybackend.Store
+	mu    *sync.Mutex // shared by every backend of the harness
+}
+
+func (b *queueJump) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g, err := b.inner.Acquire(ctx, req)
+	if err != nil || g.Acquired {
+		return g, err
+	}
+	if _, held := b.store.Holder(req.ID); held {
+		return g, nil
+	}
+	// The lock is free but others are queued ahead: the bug moves them
+	// behind the requester. None of them holds the lock (it is free, and
+	// no other step runs meanwhile), so Leave only removes their entries.
+	var ahead []string
+	for _, w := range b.store.Waiters(req.ID) {
+		if w == req.Token {
+			break
+		}
+		ahead = append(ahead, w)
+	}
+	if len(ahead) == 0 {
+		return g, nil
+	}
+	for _, w := range ahead {
+		if err := b.inner.Leave(ctx, req.ID, w); err != nil {
+			return backend.Grant{}, err
+		}
+	}
+	g, err = b.inner.Acquire(ctx, req)
+	ttl := req.WaiterTTL
+	if ttl <= 0 {
+		ttl = time.Minute
+	}
+	bg := context.WithoutCancel(ctx)
+	for _, w := range ahead {
+		r := backend.AcquireRequest{ID: req.ID, Token: w, TTL: req.TTL, Wait: true, WaiterTTL: ttl}
+		if rg, rerr := b.inner.Acquire(bg, r); rerr == nil && rg.Acquired {
+			// The requester's grant already ended (it was not granted
+			// or its TTL ran out): nobody asked for this grant, give it
+			// back.
+			_ = b.inner.Leave(bg, req.ID, w)
+		}
+	}
+	return g, err
+}
+
+func (b *queueJump) Release(ctx context.Context, id, token string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inner.Release(ctx, id, token)
+}
+
+func (b *queueJump) Extend(ctx context.Context, id, token string, ttl time.Duration) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inner.Extend(ctx, id, token, ttl)
+}
+
+func (b *queueJump) Leave(ctx context.Context, id, token string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inner.Leave(ctx, id, token)
+}
+
+func (b *queueJump) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterTTL time.Duration) ([]backend.HeartbeatResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inner.Heartbeat(ctx, waiters, waiterTTL)
+}
+
+func (b *queueJump) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (func(), error) {
+	return b.inner.Subscribe(ctx, id, func(wk backend.Wake) {
+		if wk.Token == "" || wk.All {
+			fn(wk)
+			return
+		}
+		// Wake the newest waiter instead of the head.
+		if ws := b.store.Waiters(wk.ID); len(ws) > 0 {
+			wk.Token = ws[len(ws)-1]
+		}
+		fn(wk)
+	})
+}
+
+func (b *queueJump) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	return acquireBatch(ctx, b, reqs)
+}
+
+func (b *queueJump) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
+	return leaveBatch(ctx, b, waiters)
+}
+
+// ---------------------------------------------------------------------------
+// drop-wakeups: Subscribe succeeds but never delivers a wake-up (L1,
+// "wake-on-release"). Waiters are left with the core's fallbacks (the
+// holder's TTL timer and the heartbeat).
+
+type dropWakeups struct {
+	wrapped
+}
+
+func (b *dropWakeups) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return func() {}, nil
+}
+
+func (b *dropWakeups) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	return acquireBatch(ctx, b, reqs)
+}
+
+func (b *dropWakeups) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
+	return leaveBatch(ctx, b, waiters)
+}
+
+// ---------------------------------------------------------------------------
+// repeat-fence: every grant reports fence 1 (S3, "fencing").
+
+type repeatFence struct {
+	wrapped
+}
+
+func (b *repeatFence) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
+	g, err := b.inner.Acquire(ctx, req)
+	if g.Acquired {
+		g.Fence = 1
+	}
+	return g, err
+}
+
+func (b *repeatFence) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	return acquireBatch(ctx, b, reqs)
+}
+
+func (b *repeatFence) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
+	return leaveBatch(ctx, b, waiters)
+}
+
+// ---------------------------------------------------------------------------
+
+// TestBrokenWrappersMisbehave checks each broken backend directly, without
+// the suite: it really breaks what it claims to, and the control does not.
+func TestBrokenWrappersMisbehave(t *testing.T) {
+	ctx := context.Background()
+	req := func(id, tok string, wait bool) backend.AcquireRequest {
+		return backend.AcquireRequest{ID: id, Token: tok, TTL: time.Minute, Wait: wait, WaiterTTL: time.Minute}
+	}
+	mustAcquire := func(t *testing.T, b backend.Backend, r backend.AcquireRequest) backend.Grant {
+		t.Helper()
+		g, err := b.Acquire(ctx, r)
+		if err != nil {
+			t.Fatalf("Acquire(%s): %v", r.Token, err)
+		}
+		return g
+	}
+
+	t.Run("double-grant", func(t *testing.T) {
+		h := newBrokenHarness("double-grant")
+		a, b := h.NewBackend(t), h.NewBackend(t)
+		defer a.Close()
+		defer b.Close()
+		ga := mustAcquire(t, a, req("x", "A", false))
+		gb := mustAcquire(t, b, req("x", "B", true))
+		if !ga.Acquired || !gb.Acquired {
+			t.Fatalf("want both granted, got A=%+v B=%+v", ga, gb)
+		}
+		if gb.Fence <= ga.Fence {
+			t.Errorf("fake fence %d not above the real one %d", gb.Fence, ga.Fence)
+		}
+		if ws := h.store.Waiters("x"); len(ws) != 0 {
+			t.Errorf("fake holder left queued: %v", ws)
+		}
+		if g := mustAcquire(t, b, req("x", "B", true)); !g.Acquired || g.Fence != gb.Fence {
+			t.Errorf("retried fake grant = %+v, want fence %d", g, gb.Fence)
+		}
+		if err := b.Extend(ctx, "x", "B", time.Minute); err != nil {
+			t.Errorf("Extend of the fake lease: %v", err)
+		}
+		if err := b.Release(ctx, "x", "B"); err != nil {
+			t.Errorf("Release of the fake lease: %v", err)
+		}
+		if err := b.Release(ctx, "x", "B"); err == nil {
+			t.Errorf("second Release of the fake lease: nil error")
+		}
+		if err := a.Release(ctx, "x", "A"); err != nil {
+			t.Errorf("Release of the real lease: %v", err)
+		}
+		// Batches are broken too.
+		mustAcquire(t, a, req("y", "A", false))
+		bg, err := b.(backend.Batcher).AcquireBatch(ctx, []backend.AcquireRequest{req("y", "B", false)})
+		if err != nil || len(bg) != 1 || !bg[0].Acquired {
+			t.Errorf("AcquireBatch = %+v, %v; want a double grant", bg, err)
+		}
+	})
+
+	t.Run("queue-jump", func(t *testing.T) {
+		h := newBrokenHarness("queue-jump")
+		a, b, c := h.NewBackend(t), h.NewBackend(t), h.NewBackend(t)
+		defer a.Close()
+		defer b.Close()
+		defer c.Close()
+		var woken []string
+		var mu sync.Mutex
+		cancel, err := c.Subscribe(ctx, "x", func(wk backend.Wake) {
+			mu.Lock()
+			woken = append(woken, wk.Token)
+			mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cancel()
+		mustAcquire(t, a, req("x", "A", false))
+		if g := mustAcquire(t, b, req("x", "B", true)); g.Acquired || !g.Head {
+			t.Fatalf("B = %+v, want queued head", g)
+		}
+		if g := mustAcquire(t, c, req("x", "C", true)); g.Acquired || g.Head {
+			t.Fatalf("C = %+v, want queued behind B", g)
+		}
+		if err := a.Release(ctx, "x", "A"); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		got := append([]string(nil), woken...)
+		mu.Unlock()
+		if len(got) != 1 || got[0] != "C" {
+			t.Errorf("release woke %v, want [C] (the tail)", got)
+		}
+		// C, behind B, is granted while B waits.
+		if g := mustAcquire(t, c, req("x", "C", true)); !g.Acquired {
+			t.Fatalf("C = %+v, want granted ahead of B", g)
+		}
+		if ws := h.store.Waiters("x"); len(ws) != 1 || ws[0] != "B" {
+			t.Errorf("waiters = %v, want [B] re-queued", ws)
+		}
+		// A newcomer's TryAcquire jumps a queue over a free lock.
+		h.store.ExpireNow("x")
+		if g := mustAcquire(t, a, req("x", "A2", false)); !g.Acquired {
+			t.Errorf("newcomer = %+v, want granted ahead of B", g)
+		}
+		if ws := h.store.Waiters("x"); len(ws) != 1 || ws[0] != "B" {
+			t.Errorf("waiters = %v, want [B] re-queued", ws)
+		}
+		// Batches are broken too.
+		h.store.ExpireNow("x")
+		bg, err := a.(backend.Batcher).AcquireBatch(ctx, []backend.AcquireRequest{req("x", "A3", false)})
+		if err != nil || len(bg) != 1 || !bg[0].Acquired {
+			t.Errorf("AcquireBatch = %+v, %v; want a queue jump", bg, err)
+		}
+	})
+
+	t.Run("drop-wakeups", func(t *testing.T) {
+		h := newBrokenHarness("drop-wakeups")
+		a, b := h.NewBackend(t), h.NewBackend(t)
+		defer a.Close()
+		defer b.Close()
+		var woken atomic.Int64
+		cancel, err := b.Subscribe(ctx, "x", func(backend.Wake) { woken.Add(1) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cancel()
+		mustAcquire(t, a, req("x", "A", false))
+		mustAcquire(t, b, req("x", "B", true))
+		if err := a.Release(ctx, "x", "A"); err != nil {
+			t.Fatal(err)
+		}
+		if n := woken.Load(); n != 0 {
+			t.Errorf("%d wake-ups delivered, want none", n)
+		}
+		if g := mustAcquire(t, b, req("x", "B", true)); !g.Acquired {
+			t.Errorf("B = %+v, want granted (only the wake-up is broken)", g)
+		}
+	})
+
+	t.Run("repeat-fence", func(t *testing.T) {
+		h := newBrokenHarness("repeat-fence")
+		a := h.NewBackend(t)
+		defer a.Close()
+		for i := range 3 {
+			g := mustAcquire(t, a, req("x", "A"+string(rune('0'+i)), false))
+			if !g.Acquired || g.Fence != 1 {
+				t.Errorf("grant %d = %+v, want fence 1", i, g)
+			}
+			if err := a.Release(ctx, "x", "A"+string(rune('0'+i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bg, err := a.(backend.Batcher).AcquireBatch(ctx, []backend.AcquireRequest{req("y", "A", false)})
+		if err != nil || len(bg) != 1 || !bg[0].Acquired || bg[0].Fence != 1 {
+			t.Errorf("AcquireBatch = %+v, %v; want fence 1", bg, err)
+		}
+	})
+
+	t.Run(controlName, func(t *testing.T) {
+		h := newBrokenHarness(controlName)
+		a, b := h.NewBackend(t), h.NewBackend(t)
+		defer a.Close()
+		defer b.Close()
+		ga := mustAcquire(t, a, req("x", "A", false))
+		gb := mustAcquire(t, b, req("x", "B", true))
+		if !ga.Acquired || gb.Acquired || !gb.Queued {
+			t.Errorf("control: A=%+v B=%+v, want A granted and B queued", ga, gb)
+		}
+	})
+}

@@ -1,0 +1,151 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// subprocessTimeout bounds one run of the suite in a subprocess. The
+// subprocess gets a -test.timeout a little shorter, so that a hang dumps its
+// goroutines instead of being killed silently.
+const subprocessTimeout = 3 * time.Minute
+
+// mustRun lists subtests that every run of the whole suite must start, so
+// that a suite that silently does nothing fails the self-test.
+var mustRun = []string{"mutual-exclusion", "fifo-order", "wake-on-release", "fencing"}
+
+var (
+	runLine  = regexp.MustCompile(`(?m)^=== RUN\s+TestBrokenBackend/([^/\s]+)\s*$`)
+	failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: TestBrokenBackend/(\S+)`)
+)
+
+// suiteRun is the outcome of one subprocess run of TestBrokenBackend.
+type suiteRun struct {
+	out     string
+	err     error    // the subprocess's exit error, nil if it passed
+	ran     []string // top-level subtests started, in order
+	failed  []string // top-level subtests failed, sorted
+	failedN []string // every failed subtest, nested ones included
+	took    time.Duration
+}
+
+// runSuite runs TestBrokenBackend with $LOCK_CONFORMANCE_BROKEN=kind in a
+// subprocess of the current test binary; props restricts it to these
+// top-level properties (nil: the whole suite).
+func runSuite(t *testing.T, kind string, props []string) suiteRun {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	pattern := "^TestBrokenBackend$"
+	if len(props) > 0 {
+		quoted := make([]string, len(props))
+		for i, p := range props {
+			quoted[i] = regexp.QuoteMeta(p)
+		}
+		pattern += "/^(" + strings.Join(quoted, "|") + ")$"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), subprocessTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe,
+		"-test.run="+pattern,
+		"-test.v",
+		"-test.count=1",
+		"-test.timeout="+(subprocessTimeout-15*time.Second).String(),
+	)
+	// The broken runs fail rapid properties: no fail files in the tree.
+	cmd.Env = append(os.Environ(), brokenEnv+"="+kind, "RAPID_NOFAILFILE=1")
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	r := suiteRun{out: string(out), err: err, took: time.Since(start)}
+	if ctx.Err() != nil {
+		t.Fatalf("%s: the suite did not finish within %v; output:\n%s", kind, subprocessTimeout, tail(r.out, 200))
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("%s: running %s: %v", kind, exe, err)
+	}
+	for _, m := range runLine.FindAllStringSubmatch(r.out, -1) {
+		if !slices.Contains(r.ran, m[1]) {
+			r.ran = append(r.ran, m[1])
+		}
+	}
+	for _, m := range failLine.FindAllStringSubmatch(r.out, -1) {
+		r.failedN = append(r.failedN, m[1])
+		top, _, _ := strings.Cut(m[1], "/")
+		if !slices.Contains(r.failed, top) {
+			r.failed = append(r.failed, top)
+		}
+	}
+	slices.Sort(r.failed)
+	return r
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("[... %d lines cut]", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestSuiteCatchesBrokenBackends checks that the suite can fail: each
+// deliberately broken backend of broken_test.go must fail under the property
+// it breaks, and the same harness over the unbroken memorybackend must pass
+// the whole suite (so the failures come from the breakage).
+func TestSuiteCatchesBrokenBackends(t *testing.T) {
+	kinds := make([]string, 0, len(brokenKinds))
+	for k := range brokenKinds {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+
+	for _, kind := range kinds {
+		want := brokenKinds[kind]
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			r := runSuite(t, kind, []string{want})
+			t.Logf("%s: failing properties %v (subtests %v), in %v", kind, r.failed, r.failedN, r.took.Round(time.Millisecond))
+			if !slices.Contains(r.ran, want) {
+				t.Fatalf("%s: the subprocess did not run TestBrokenBackend/%s (ran %v); the suite did nothing? output:\n%s",
+					kind, want, r.ran, tail(r.out, 100))
+			}
+			if !slices.Contains(r.failed, want) {
+				t.Errorf("%s: the suite did not catch the broken backend: property %q passed (failing: %v); output:\n%s",
+					kind, want, r.failed, tail(r.out, 100))
+			}
+			if r.err == nil {
+				t.Errorf("%s: the subprocess exited 0 although it should fail", kind)
+			}
+		})
+	}
+
+	t.Run("control", func(t *testing.T) {
+		t.Parallel()
+		r := runSuite(t, controlName, nil)
+		t.Logf("control: ran %d properties %v, failing %v, in %v", len(r.ran), r.ran, r.failed, r.took.Round(time.Millisecond))
+		for _, p := range mustRun {
+			if !slices.Contains(r.ran, p) {
+				t.Errorf("control: the suite did not run TestBrokenBackend/%s (ran %v)", p, r.ran)
+			}
+		}
+		if len(r.failed) > 0 || r.err != nil {
+			t.Errorf("control: the unbroken memorybackend failed %v (subtests %v, exit %v); output:\n%s",
+				r.failed, r.failedN, r.err, tail(r.out, 100))
+		}
+		if !strings.Contains(r.out, "--- PASS: TestBrokenBackend ") {
+			t.Errorf("control: no PASS line for TestBrokenBackend; output:\n%s", tail(r.out, 50))
+		}
+	})
+}
