@@ -15,8 +15,10 @@ import (
 )
 
 // Client is the part of a go-redis client that the backend uses. Every
-// go-redis client satisfies it: *redis.Client, *redis.ClusterClient,
-// *redis.Ring, a failover client, and any redis.UniversalClient.
+// redis.UniversalClient satisfies it: *redis.Client (also from
+// redis.NewFailoverClient) and *redis.ClusterClient. *redis.Ring is
+// rejected by New: it shards channels by name and cannot open the one
+// subscription that serves every id.
 type Client interface {
 	redis.Scripter
 	// Pipeline batches the steps of AcquireBatch, LeaveBatch and Heartbeat
@@ -71,6 +73,9 @@ var (
 func New(client Client, opts *Options) (*Backend, error) {
 	if client == nil {
 		return nil, errors.New("redisbackend: nil client")
+	}
+	if _, ok := client.(*redis.Ring); ok {
+		return nil, errors.New("redisbackend: *redis.Ring is not supported: use a Client, a failover client or a ClusterClient")
 	}
 	var o Options
 	if opts != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
@@ -45,6 +46,11 @@ func TestNewOptions(t *testing.T) {
 	}
 	if _, err := New(nil, nil); err == nil {
 		t.Error("New(nil) accepted a nil client")
+	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": e.addr}})
+	defer ring.Close()
+	if _, err := New(ring, nil); err == nil {
+		t.Error("New accepted a *redis.Ring")
 	}
 }
 

@@ -1,54 +1,71 @@
 // Package redisbackend is the go-redis v9 adapter of the lock package: a
-// [backend.Backend] on one Redis deployment (a single server, Sentinel or
-// Cluster: anything a redis.UniversalClient talks to), built from the Lua
-// scripts of internal/scripts, which the rueidis adapter shares.
+// [backend.Backend] on one Redis deployment (a single server, Sentinel
+// through a failover client, or Cluster), built from the Lua scripts of
+// internal/scripts, which the rueidis adapter shares. It needs Redis 5 or
+// newer.
+//
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	b, err := redisbackend.New(client, nil) // prefix "lock:"
+//	...
+//	locker := lock.New(b, nil)
+//	defer locker.Close() // closes b; close client after it
 //
 // # Keys
 //
 // Every key of an id shares one hash tag, so each step is one script on one
 // slot (Redis Cluster works): "<prefix>{<enc(id)>}:<suffix>", where enc
-// escapes '%', '{' and '}' (see internal/keys) and the prefix, by default
-// "lock:", may contain neither brace.
+// escapes '%', '{' and '}' as %25, %7B, %7D (see internal/keys) and the
+// prefix, by default "lock:", may contain neither brace.
 //
-//	suffix  type    holds                                     TTL
-//	lock    string  the holder's token                        the lease (PX, relative)
-//	q       zset    waiter token -> ticket (queue order)      3 x the longest WaiterTTL, refreshed by enqueue and heartbeat
-//	dl      zset    waiter token -> deadline (ms, server TIME) same as q
-//	n       hash    "fence", "ticket" counters                none: a documented counter
-//	wake    -       pub/sub channel; payload: the head's token
+//	suffix  type    holds                                      TTL
+//	lock    string  the holder's token                         the lease (SET PX / PEXPIRE, relative)
+//	q       zset    waiter token -> ticket (queue order)       >= 3 x the longest WaiterTTL, set by enqueue and heartbeat
+//	dl      zset    waiter token -> deadline (ms, server TIME)  same as q
+//	n       hash    counters "fence" and "ticket"              none: the documented counters
+//	wake    -       pub/sub channel; payload: the head's token  -
 //
-// The counters hash is the only key an id keeps for good: fences and
-// tickets must never go backwards. Everything else expires: the lock with
-// its lease, the queue sets once every waiter's deadline is far past, and
-// empty sets vanish at once.
+// The counters hash is the one key an id keeps for good: fences and tickets
+// must never go backwards. Everything else expires: the lock with its lease,
+// the queue sets at the latest three waiter TTLs after their last enqueue
+// or heartbeat, and a set that empties is gone at once.
 //
 // # Steps and their cost
 //
-// Each step is one EVALSHA (an EVAL as well the first time a server does not
-// know the script, after a restart or SCRIPT FLUSH):
+// Each step is one EVALSHA (plus one EVAL the first time a server lacks
+// the script, after a restart or SCRIPT FLUSH), counted by the package's
+// tests with a go-redis hook:
 //
-//   - Acquire: 1 command. Uncontended Acquire + Release: 2 commands.
-//   - Release, Extend, Leave: 1 command each.
-//   - Heartbeat: 1 command per id, all ids in one pipelined round trip.
-//   - AcquireBatch, LeaveBatch: 1 command per request, in one round trip.
-//   - Subscribe: no command when this backend already subscribes to the id,
-//     else one SUBSCRIBE on the shared pub/sub connection (not counted by the
-//     client's hooks), and it waits for the server's confirmation.
+//   - Acquire, Release, Extend, Leave: 1 command each. Uncontended
+//     Acquire + Release: 2 commands, also through lock.Locker.
+//   - A contended acquisition in steady state: its enqueue, the holder's
+//     Release and its grant: 3 commands.
+//   - Heartbeat: 1 command per id (all the waiters of one id share it), all
+//     ids pipelined in one round trip.
+//   - AcquireBatch, LeaveBatch: 1 command per request, one round trip.
+//   - Subscribe: nothing when this Backend already subscribes to the id,
+//     else one SUBSCRIBE on the shared pub/sub connection; it returns once
+//     the server has confirmed it.
+//
+// Each step purges at most Options.PurgeLimit expired waiters of its id (by
+// the server's TIME); the queue holds at most Options.MaxWaiters waiters.
 //
 // # Wake-ups
 //
-// A release, a leave or a purge that frees the lock or changes the head
-// while the lock is free PUBLISHes the head's token on the id's channel, and
-// so does a heartbeat that finds the lock free with a head (the fallback for
-// a lost message). Each Backend has one pub/sub connection, shared and
-// reference-counted per id. When go-redis reconnects it re-subscribes; every
-// re-confirmed channel is delivered as Wake{ID, All: true} so that every
-// local waiter re-checks. go-redis pings an idle pub/sub connection every few
-// seconds to notice a dead connection.
+// Only the head is woken: a PUBLISH on the id's channel with the head's
+// token, sent by a release, by a leave or purge that frees the lock or
+// changes the head while the lock is free, and by a heartbeat that finds the
+// lock free with a head (the fallback for a lost message). A lease that
+// expires publishes nothing; the core re-checks at the holder's TTL, which
+// Acquire reports (at least 1 ms while the lock is held).
+//
+// Each Backend has one pub/sub connection, shared by all ids and
+// reference-counted per id. go-redis pings it when idle (every 3 s) and
+// reconnects and re-subscribes when it breaks; each re-confirmed channel is
+// delivered as Wake{ID, All: true} so that every local waiter re-checks.
 //
 // # What Redis can and cannot promise
 //
-// One Redis server without persistence loses every lock (and the fence
-// counters) on restart; with asynchronous replicas a failover can grant a
-// lock twice and move fences backwards. Fences are exact up to 2^53.
+// One Redis server without persistence loses every lock, queue and fence
+// counter on restart; with asynchronous replicas a failover can grant a lock
+// twice and move fences backwards. Fences and tickets are exact up to 2^53.
 package redisbackend
