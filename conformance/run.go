@@ -210,14 +210,18 @@ func (e *env) mustAcquire(l *lock.Locker, id string, ttl time.Duration) *lock.Le
 // mustRelease releases le, failing the subtest on error.
 func (e *env) mustRelease(le *lock.Lease) {
 	e.t.Helper()
-	if err := le.Release(e.ctx(prompt)); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), prompt)
+	defer cancel()
+	if err := le.Release(ctx); err != nil {
 		e.fatalf("Release(%q): %v", le.ID(), err)
 	}
 }
 
 // tryAcquire is one TryAcquire by l; it reports the lease or nil.
 func (e *env) tryAcquire(l *lock.Locker, id string, ttl time.Duration) (*lock.Lease, error) {
-	res, err := l.TryAcquire(e.ctx(prompt), id, ttl)
+	ctx, cancel := context.WithTimeout(context.Background(), prompt)
+	defer cancel()
+	res, err := l.TryAcquire(ctx, id, ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +243,9 @@ func (e *env) assertFree(l *lock.Locker, id, what string) {
 	case le == nil:
 		e.errorf("%s: TryAcquire(%q) by another client failed: the id is still held or has a queue entry left", what, id)
 	default:
-		if err := le.Release(e.ctx(prompt)); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), prompt)
+		defer cancel()
+		if err := le.Release(ctx); err != nil {
 			e.errorf("%s: releasing %q again: %v", what, id, err)
 		}
 	}
@@ -254,7 +260,7 @@ func (e *env) assertHeld(l *lock.Locker, id, what string) {
 		e.errorf("%s: TryAcquire(%q) by another client: %v", what, id, err)
 	case le != nil:
 		e.errorf("%s: TryAcquire(%q) by another client succeeded (fence %d) although the id should be held", what, id, le.Fence())
-		_ = le.Release(e.ctx(prompt))
+		_ = le.Release(context.Background())
 	}
 }
 
