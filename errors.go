@@ -49,8 +49,7 @@ func wrap(op, id string, err error) error {
 		return err
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("lock: %s %q: %w", op, id, err)
-	case errors.Is(err, backend.ErrNotHeld), errors.Is(err, backend.ErrQueueFull),
-		errors.Is(err, backend.ErrClosed), errors.Is(err, backend.ErrInvalidArgument):
+	case isSentinel(err):
 		return fmt.Errorf("%w (%s %q)", err, op, id)
 	default:
 		return &backend.BackendError{Op: op, ID: id, Err: err}
@@ -59,4 +58,17 @@ func wrap(op, id string, err error) error {
 
 func argErr(arg, reason string) error {
 	return &backend.ArgumentError{Arg: arg, Reason: reason}
+}
+
+// isSentinel reports whether err is (or wraps) one of the lock's own
+// sentinel errors, which keep their identity instead of becoming a
+// *BackendError.
+func isSentinel(err error) bool {
+	for _, s := range [...]error{backend.ErrNotHeld, backend.ErrQueueFull, backend.ErrClosed,
+		backend.ErrInvalidArgument, backend.ErrLeaseLost, backend.ErrNotAcquired} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
 }

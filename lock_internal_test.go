@@ -169,3 +169,17 @@ func TestTTLResolution(t *testing.T) {
 		t.Fatalf("checkTTL(0.5ms) = %v; want an ArgumentError naming ttl", err)
 	}
 }
+
+// Sentinels keep their identity through wrap and never read as backend
+// failures.
+func TestWrapKeepsSentinels(t *testing.T) {
+	for _, s := range []error{ErrNotHeld, ErrQueueFull, ErrClosed, ErrInvalidArgument, ErrLeaseLost, ErrNotAcquired} {
+		err := wrap("op", "x", s)
+		if !errors.Is(err, s) || errors.Is(err, ErrBackend) {
+			t.Errorf("wrap(%v) = %v; want it to match %v and not ErrBackend", s, err, s)
+		}
+	}
+	if err := wrap("op", "x", context.Canceled); !errors.Is(err, context.Canceled) || errors.Is(err, ErrBackend) {
+		t.Errorf("wrap(context.Canceled) = %v; want a ctx error, not ErrBackend", err)
+	}
+}
