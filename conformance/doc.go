@@ -46,7 +46,9 @@
 //     lock; Release twice returns nil twice.
 //   - lost-lease-signalled (S5): Lost() closes by ValidUntil (+200 ms);
 //     Extend finding the lease gone closes it; Do's ctx is cancelled with
-//     cause ErrLeaseLost when the lease is lost, and Do returns ErrLeaseLost.
+//     cause ErrLeaseLost, and Do returns ErrLeaseLost, when Extend reports
+//     ErrNotHeld, when the store expired the lease (Expirer), and when the
+//     backend is unreachable (by ValidUntil, with nobody saying so).
 //   - retry-safe (S6): backend steps retried with the same token are no-ops
 //     (same fence, same ticket); Leave by token removes a grant or an entry;
 //     when the reply of a granting step or of an enqueue is lost, the core

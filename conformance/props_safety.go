@@ -394,6 +394,10 @@ func lostLeaseSignalled(e *env) {
 	variants := []variant{{
 		name: "Extend reports ErrNotHeld",
 		lose: func(s *spy, id string) { s.loseExtend.Store(true) },
+	}, {
+		// Nobody says the lease is gone: it is presumed lost at ValidUntil.
+		name: "the backend is unreachable, every Extend fails",
+		lose: func(s *spy, id string) { s.kill() },
 	}}
 	if _, ok := e.h.(Expirer); ok {
 		variants = append(variants, variant{
