@@ -110,8 +110,8 @@ func New(client Client, opts *Options) (*Backend, error) {
 // Prefix returns the key prefix in use.
 func (b *Backend) Prefix() string { return b.ks.Prefix() }
 
-// Keys returns the names of id's keys and channel.
-func (b *Backend) Keys(id string) keys.ID { return b.ks.For(id) }
+// keyNames returns the names of id's keys and channel.
+func (b *Backend) keyNames(id string) keys.ID { return b.ks.For(id) }
 
 // Resolution returns one millisecond: leases are set with PX.
 func (b *Backend) Resolution() time.Duration { return time.Millisecond }

@@ -61,7 +61,7 @@ func TestAcquireFreeAndRetry(t *testing.T) {
 	if !g.Acquired || g.Fence != 1 || g.TTL != 10*time.Second || g.Queued {
 		t.Fatalf("first grant = %+v, want acquired, fence 1, ttl 10s", g)
 	}
-	pttl := e.raw.PTTL(ctx, b.Keys("a").Lock).Val()
+	pttl := e.raw.PTTL(ctx, b.keyNames("a").Lock).Val()
 	if pttl <= 9*time.Second || pttl > 10*time.Second {
 		t.Fatalf("lock PTTL = %v, want the relative 10s lease", pttl)
 	}
@@ -72,7 +72,7 @@ func TestAcquireFreeAndRetry(t *testing.T) {
 	if !g2.Acquired || g2.Fence != 1 || g2.TTL > 10*time.Second || g2.TTL <= 0 || g2.Queued {
 		t.Fatalf("retried grant = %+v, want acquired with fence 1 and the remaining TTL", g2)
 	}
-	if n := e.raw.Exists(ctx, b.Keys("a").Queue).Val(); n != 0 {
+	if n := e.raw.Exists(ctx, b.keyNames("a").Queue).Val(); n != 0 {
 		t.Fatal("a retried acquire enqueued the holder")
 	}
 	if err := b.Release(ctx, "a", "A"); err != nil {
@@ -120,7 +120,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Only the head is woken: B, then the test's marker.
-	e.raw.Publish(ctx, b.Keys("q").Channel, "marker")
+	e.raw.Publish(ctx, b.keyNames("q").Channel, "marker")
 	if got := w.until(t, "marker"); len(got) != 1 || got[0] != (backend.Wake{ID: "q", Token: "B"}) {
 		t.Fatalf("wake-ups after release = %+v, want only {q B}", got)
 	}
@@ -141,7 +141,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 		}
 	}
 	// Every grant removed its entry: nothing queued is left.
-	if n := e.raw.ZCard(ctx, b.Keys("q").Queue).Val(); n != 0 {
+	if n := e.raw.ZCard(ctx, b.keyNames("q").Queue).Val(); n != 0 {
 		t.Fatalf("%d queue entries left after every waiter was granted", n)
 	}
 }
@@ -149,7 +149,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
-	k := b.Keys("r")
+	k := b.keyNames("r")
 	mustAcquire(t, b, req("r", "A", false))
 	if err := b.Release(ctx, "r", "B"); !errors.Is(err, backend.ErrNotHeld) {
 		t.Fatalf("Release by a non-owner = %v, want ErrNotHeld", err)
@@ -201,7 +201,7 @@ func TestLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cancel()
-	k := b.Keys("l")
+	k := b.keyNames("l")
 
 	mustAcquire(t, b, req("l", "A", false))
 	mustAcquire(t, b, req("l", "B", true))
@@ -271,7 +271,7 @@ func TestHeartbeat(t *testing.T) {
 	mustAcquire(t, b, req("h1", "B", true))
 	mustAcquire(t, b, req("h1", "C", true))
 	mustAcquire(t, b, req("h2", "X", true)) // free: granted, not queued
-	before := e.raw.ZScore(ctx, b.Keys("h1").Deadlines, "C").Val()
+	before := e.raw.ZScore(ctx, b.keyNames("h1").Deadlines, "C").Val()
 	ws := []backend.Waiter{wt("h1", "C"), wt("h2", "X"), wt("h1", "B"), wt("h1", "nobody")}
 	res, err := b.Heartbeat(ctx, ws, time.Hour)
 	if err != nil {
@@ -281,20 +281,20 @@ func TestHeartbeat(t *testing.T) {
 	if fmt.Sprint(res) != fmt.Sprint(want) {
 		t.Fatalf("heartbeat = %+v, want %+v", res, want)
 	}
-	after := e.raw.ZScore(ctx, b.Keys("h1").Deadlines, "C").Val()
+	after := e.raw.ZScore(ctx, b.keyNames("h1").Deadlines, "C").Val()
 	if after < before+float64(50*time.Minute/time.Millisecond) {
 		t.Fatalf("C's deadline %v -> %v: not refreshed to now+1h", before, after)
 	}
-	if n := e.raw.ZCard(ctx, b.Keys("h1").Queue).Val(); n != 2 {
+	if n := e.raw.ZCard(ctx, b.keyNames("h1").Queue).Val(); n != 2 {
 		t.Fatalf("heartbeat re-added an unknown waiter: %d entries", n)
 	}
-	if d := e.raw.PTTL(ctx, b.Keys("h1").Queue).Val(); d < 2*time.Hour {
+	if d := e.raw.PTTL(ctx, b.keyNames("h1").Queue).Val(); d < 2*time.Hour {
 		t.Fatalf("queue PTTL after a 1h heartbeat = %v, want >= 3h", d)
 	}
 
 	// The lock expires without a release: a heartbeat finds it free, reports
 	// the head ready and wakes it.
-	if err := e.raw.Del(ctx, b.Keys("h1").Lock).Err(); err != nil {
+	if err := e.raw.Del(ctx, b.keyNames("h1").Lock).Err(); err != nil {
 		t.Fatal(err)
 	}
 	res, err = b.Heartbeat(ctx, []backend.Waiter{wt("h1", "C"), wt("h1", "B")}, time.Hour)
@@ -319,7 +319,7 @@ func TestPurgeEveryExpiredWaiter(t *testing.T) {
 	e := newEnv(t)
 	const limit, dead = 10, 25
 	b, _ := e.backend(&Options{PurgeLimit: limit})
-	k := b.Keys("p")
+	k := b.keyNames("p")
 	mustAcquire(t, b, req("p", "holder", false))
 	short := req("p", "", true)
 	short.WaiterTTL = 30 * time.Millisecond
@@ -375,7 +375,7 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cancel()
-	k := b.Keys("d")
+	k := b.keyNames("d")
 	mustAcquire(t, b, req("d", "A", false))
 	dead := req("d", "dead", true)
 	dead.WaiterTTL = 20 * time.Millisecond
@@ -416,7 +416,7 @@ func TestQueueFull(t *testing.T) {
 	if _, err := b.Acquire(ctx, req("f", "D", true)); !errors.Is(err, backend.ErrQueueFull) {
 		t.Fatalf("third waiter: %v, want ErrQueueFull", err)
 	}
-	if n := e.raw.ZCard(ctx, b.Keys("f").Queue).Val(); n != 2 {
+	if n := e.raw.ZCard(ctx, b.keyNames("f").Queue).Val(); n != 2 {
 		t.Fatalf("queue has %d entries, want 2: a full queue enqueues nothing", n)
 	}
 	// A queued waiter keeps its place in a full queue.
@@ -530,7 +530,7 @@ func TestCancelledContextAndClose(t *testing.T) {
 func TestDeadEntryBeyondLimitStaysDead(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(&Options{PurgeLimit: 1})
-	k := b.Keys("z")
+	k := b.keyNames("z")
 	mustAcquire(t, b, req("z", "holder", false))
 	short := req("z", "", true)
 	short.WaiterTTL = 20 * time.Millisecond
@@ -583,7 +583,7 @@ func TestHolderTTLNeverZeroWhileHeld(t *testing.T) {
 	r.TTL = 10 * time.Millisecond
 	mustAcquire(t, b, r)
 	m.FastForward(9*time.Millisecond + 500*time.Microsecond)
-	if d := e.raw.PTTL(ctx, b.Keys("t").Lock).Val(); d != 0 {
+	if d := e.raw.PTTL(ctx, b.keyNames("t").Lock).Val(); d != 0 {
 		t.Skipf("miniredis PTTL in the last millisecond = %v, the edge is not reachable", d)
 	}
 	g := mustAcquire(t, b, req("t", "B", true))

@@ -51,7 +51,7 @@ func TestCoreCommandCounts(t *testing.T) {
 	}
 	b1, b2 := make(chan res, 1), make(chan res, 1)
 	go func() { r, err := lb.Acquire(ctx, "c", ttl); b1 <- res{r, err} }()
-	queue := bb.Keys("c").Queue
+	queue := bb.keyNames("c").Queue
 	eventually(t, "B1 queues", func() bool { return e.raw.ZCard(ctx, queue).Val() == 1 })
 	ca.take()
 	cb.take()

@@ -126,7 +126,7 @@ func TestCommandCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectCost(t, wc, "LeaveBatch of 4", 4, 1)
-	if n := e.raw.Exists(ctx, waiter.Keys("b1").Lock, waiter.Keys("b3").Lock).Val(); n != 0 {
+	if n := e.raw.Exists(ctx, waiter.keyNames("b1").Lock, waiter.keyNames("b3").Lock).Val(); n != 0 {
 		t.Fatalf("LeaveBatch left %d locks held", n)
 	}
 }

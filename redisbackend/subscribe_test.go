@@ -54,7 +54,7 @@ func TestSubscribeIsConfirmed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := e.raw.Publish(ctx, b.Keys(id).Channel, "tok").Val(); n != 1 {
+		if n := e.raw.Publish(ctx, b.keyNames(id).Channel, "tok").Val(); n != 1 {
 			t.Fatalf("round %d: PUBLISH right after Subscribe reached %d subscribers, want 1", i, n)
 		}
 		if x := w.next(t); x != (backend.Wake{ID: id, Token: "tok"}) {
@@ -104,11 +104,11 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	if n := pubsubClients(); n != 1 {
 		t.Fatalf("%d pub/sub connections for one Backend with two ids, want 1", n)
 	}
-	if e.numSub(b.Keys("x").Channel) != 1 || e.numSub(b.Keys("y").Channel) != 1 {
+	if e.numSub(b.keyNames("x").Channel) != 1 || e.numSub(b.keyNames("y").Channel) != 1 {
 		t.Fatal("each id's channel should have exactly one subscriber (the shared connection)")
 	}
-	e.raw.Publish(ctx, b.Keys("x").Channel, "T1")
-	e.raw.Publish(ctx, b.Keys("y").Channel, "T2")
+	e.raw.Publish(ctx, b.keyNames("x").Channel, "T1")
+	e.raw.Publish(ctx, b.keyNames("y").Channel, "T2")
 	if a, b := w1.next(t), w2.next(t); a != (backend.Wake{ID: "x", Token: "T1"}) || b != a {
 		t.Fatalf("wakes of x = %+v, %+v", a, b)
 	}
@@ -117,17 +117,17 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	}
 	c1()
 	c1() // idempotent
-	e.raw.Publish(ctx, b.Keys("x").Channel, "T3")
+	e.raw.Publish(ctx, b.keyNames("x").Channel, "T3")
 	if x := w2.next(t); x.Token != "T3" {
 		t.Fatalf("remaining subscriber of x got %+v", x)
 	}
 	c2()
-	eventually(t, "x's channel is unsubscribed after its last cancel", func() bool { return e.numSub(b.Keys("x").Channel) == 0 })
-	if e.numSub(b.Keys("y").Channel) != 1 {
+	eventually(t, "x's channel is unsubscribed after its last cancel", func() bool { return e.numSub(b.keyNames("x").Channel) == 0 })
+	if e.numSub(b.keyNames("y").Channel) != 1 {
 		t.Fatal("cancelling x unsubscribed y")
 	}
 	c3()
-	eventually(t, "y's channel is unsubscribed", func() bool { return e.numSub(b.Keys("y").Channel) == 0 })
+	eventually(t, "y's channel is unsubscribed", func() bool { return e.numSub(b.keyNames("y").Channel) == 0 })
 	// The connection stays for later subscriptions, still one.
 	c4, err := b.Subscribe(ctx, "x", w1.fn)
 	if err != nil {
@@ -145,7 +145,7 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 func TestSubscribeGivenUpBeforeConfirmation(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
-	ch := b.Keys("g").Channel
+	ch := b.keyNames("g").Channel
 	for range 20 {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
@@ -194,7 +194,7 @@ func TestReconnectWakesAll(t *testing.T) {
 	if x := wb.next(t); x != (backend.Wake{ID: "rb", All: true}) {
 		t.Fatalf("wake of rb after reconnect = %+v, want All", x)
 	}
-	e.raw.Publish(ctx, b.Keys("ra").Channel, "after")
+	e.raw.Publish(ctx, b.keyNames("ra").Channel, "after")
 	if x := wa.next(t); x != (backend.Wake{ID: "ra", Token: "after"}) {
 		t.Fatalf("wake after reconnect = %+v", x)
 	}
