@@ -164,9 +164,15 @@ func New(b backend.Backend, opts *Options) *Locker {
 
 // Close cancels the Locker's waiting calls (they leave their queues and
 // return ErrClosed), stops its heartbeat goroutine, waits for both, and
-// closes the backend. Leases already granted are not released: release them
-// before Close, or they expire at their TTL. Later calls return ErrClosed;
-// Close itself is idempotent and returns the backend's Close error once.
+// closes the backend. Running Do calls have their fn's context cancelled
+// (cause ErrClosed) and are waited for, so they still release. Leases
+// already granted are not released: release them before Close, or they
+// expire at their TTL. Later calls return ErrClosed; Close itself is
+// idempotent and returns the backend's Close error once.
+//
+// Close waits for the calls in flight, so it must not be called from inside
+// Do's fn or an AcquireMany loop body of the same Locker (like
+// http.Server.Shutdown from a handler, it would wait for itself).
 func (l *Locker) Close() error {
 	l.closeOnce.Do(func() {
 		l.mu.Lock()

@@ -96,8 +96,8 @@ func TestWakeWithoutTokenGoesToEarliestLocalWaiter(t *testing.T) {
 	mk := func(tok string, ticket uint64) *waiter {
 		return &waiter{id: "x", token: tok, ticket: ticket, wake: func() { woken[tok]++ }}
 	}
-	l.ids["x"] = &idWaiters{waiters: map[string]*waiter{
-		"late": mk("late", 9), "early": mk("early", 3), "mid": mk("mid", 5),
+	l.ids["x"] = &idWaiters{waiters: map[*waiter]struct{}{
+		mk("late", 9): {}, mk("early", 3): {}, mk("mid", 5): {},
 	}, ready: make(chan struct{})}
 	l.onWake(backend.Wake{ID: "x"})
 	if woken["early"] != 1 || woken["mid"] != 0 || woken["late"] != 0 {

@@ -17,9 +17,10 @@ type waiter struct {
 
 // idWaiters is the Locker's state for one id with local waiters: one
 // backend subscription, shared by all of them (reference counted by the
-// size of the map).
+// size of the set). Two waiting calls may share a caller-supplied token;
+// a wake-up naming it wakes both.
 type idWaiters struct {
-	waiters map[string]*waiter
+	waiters map[*waiter]struct{}
 	ready   chan struct{} // closed once the subscription is settled
 	cancel  func()        // set before ready is closed, if subscribed
 	err     error         // set before ready is closed, if Subscribe failed
@@ -46,10 +47,10 @@ func (l *Locker) register(ctx context.Context, w *waiter) error {
 	st, ok := l.ids[w.id]
 	first := !ok
 	if first {
-		st = &idWaiters{waiters: make(map[string]*waiter, 1), ready: make(chan struct{})}
+		st = &idWaiters{waiters: make(map[*waiter]struct{}, 1), ready: make(chan struct{})}
 		l.ids[w.id] = st
 	}
-	st.waiters[w.token] = w
+	st.waiters[w] = struct{}{}
 	if !l.hbRunning {
 		l.hbRunning = true
 		l.bg.Add(1)
@@ -80,11 +81,11 @@ func (l *Locker) register(ctx context.Context, w *waiter) error {
 func (l *Locker) unregister(w *waiter) {
 	l.mu.Lock()
 	st := l.ids[w.id]
-	if st == nil || st.waiters[w.token] != w {
+	if _, ok := st.waiters[w]; st == nil || !ok {
 		l.mu.Unlock()
 		return
 	}
-	delete(st.waiters, w.token)
+	delete(st.waiters, w)
 	last := len(st.waiters) == 0
 	if last {
 		delete(l.ids, w.id)
@@ -119,16 +120,18 @@ func (l *Locker) onWake(wk backend.Wake) {
 	}
 	switch {
 	case wk.All:
-		for _, w := range st.waiters {
+		for w := range st.waiters {
 			w.wake()
 		}
 	case wk.Token != "":
-		if w := st.waiters[wk.Token]; w != nil {
-			w.wake()
+		for w := range st.waiters {
+			if w.token == wk.Token {
+				w.wake()
+			}
 		}
 	default:
 		var best *waiter
-		for _, w := range st.waiters {
+		for w := range st.waiters {
 			if w.ticket == 0 {
 				w.wake()
 				continue
@@ -165,7 +168,7 @@ func (l *Locker) heartbeatLoop() {
 		batch, ws = batch[:0], ws[:0]
 		l.mu.Lock()
 		for _, st := range l.ids {
-			for _, w := range st.waiters {
+			for w := range st.waiters {
 				batch = append(batch, backend.Waiter{ID: w.id, Token: w.token})
 				ws = append(ws, w)
 			}

@@ -81,7 +81,8 @@ type Grant struct {
 	// new grant, the remaining TTL for a retried one.
 	TTL time.Duration
 	// HolderTTL is, when not Acquired and the lock is held, the holder's
-	// remaining TTL; 0 when the lock is free but waiters are ahead.
+	// remaining TTL, at least the resolution while the lock is held (round
+	// up, never to 0); 0 only when the lock is free but waiters are ahead.
 	HolderTTL time.Duration
 	// Queued reports that, when not Acquired, the requester has a queue entry.
 	Queued bool
