@@ -3,15 +3,13 @@ package redisbackend
 import (
 	"context"
 	"sort"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/conformance"
+	"github.com/redislocker/lock/internal/embedredis"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redistest"
 )
@@ -35,7 +33,8 @@ func TestConformance(t *testing.T) {
 //     ever granted the id), no-lost-wakeup case (b) (a lease that expires
 //     without a release never frees the lock) and no-state-left (the lock
 //     key of an expired lease stays). The harness therefore moves miniredis's
-//     clock with the wall clock (FastForward every 2 ms); a TTL then ends at
+//     clock with the wall clock (internal/embedredis, also the quick start's
+//     server: FastForward every 2 ms); a TTL then ends at
 //     most one tick late, which is on the safe side of every property, and
 //     all properties run. Exact expiry timing (S2's bound) is only proven by
 //     TestConformance on a real server.
@@ -45,30 +44,12 @@ func TestConformance(t *testing.T) {
 //     tested on a real server only (TestReconnectWakesAll).
 func TestConformanceMiniredis(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) conformance.Harness {
-		m := miniredis.RunT(t)
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			last := time.Now()
-			tick := time.NewTicker(2 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case now := <-tick.C:
-					m.FastForward(now.Sub(last))
-					last = now
-				}
-			}
-		}()
-		t.Cleanup(func() {
-			close(stop)
-			wg.Wait()
-		})
-		return newRedisHarness(t, m.Addr())
+		srv, err := embedredis.Start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Close)
+		return newRedisHarness(t, srv.Addr())
 	})
 }
 

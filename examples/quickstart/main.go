@@ -1,6 +1,10 @@
 // Command quickstart shows the lock library on the seed scenario: workers
 // contending on order ids, the FIFO queue and WasInUse, an AcquireMany
-// stream, and Do. It needs no setup: it runs on the in-memory backend.
+// stream, and Do.
+//
+// It uses the go-redis adapter against REDIS_ADDR when that is set, and
+// otherwise against an in-process Redis imitation (miniredis), so it runs
+// with no setup. Its keys live under the prefix "quickstart:".
 package main
 
 import (
@@ -13,43 +17,87 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redislocker/lock"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/embedredis"
+	"github.com/redislocker/lock/redisbackend"
 )
 
 func main() {
-	if err := run(context.Background()); err != nil {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		srv, err := embedredis.Start()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer srv.Close()
+		addr = srv.Addr()
+		fmt.Println("REDIS_ADDR is unset: using an in-process Redis imitation at", addr)
+	}
+	if err := run(context.Background(), addr); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context) error {
-	store := memorybackend.NewStore(nil)
-	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	// Each worker is its own "process": its own backend on the shared store.
-	newLocker := func() *lock.Locker {
-		return lock.New(store.NewBackend(), &lock.Options{QueueTimeout: 5 * time.Second, Logger: logger})
-	}
+// processes makes Lockers that each stand for a separate process: one
+// client, one backend, one Locker.
+type processes struct {
+	addr    string
+	logger  *slog.Logger
+	clients []*redis.Client
+	lockers []*lock.Locker
+}
 
-	fmt.Println("1. Three workers contend on order-42; they are served in arrival order.")
-	var mu sync.Mutex
-	var order []string
-	var wg sync.WaitGroup
-	first := newLocker()
-	defer first.Close()
-	res, err := first.Acquire(ctx, "order-42", 10*time.Second)
+func (p *processes) new() (*lock.Locker, error) {
+	client := redis.NewClient(&redis.Options{Addr: p.addr})
+	b, err := redisbackend.New(client, &redisbackend.Options{Prefix: "quickstart:"})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	l := lock.New(b, &lock.Options{QueueTimeout: 10 * time.Second, Logger: p.logger})
+	p.clients = append(p.clients, client)
+	p.lockers = append(p.lockers, l)
+	return l, nil
+}
+
+func (p *processes) close() {
+	for _, l := range p.lockers {
+		l.Close()
+	}
+	for _, c := range p.clients {
+		c.Close()
+	}
+}
+
+func run(ctx context.Context, addr string) error {
+	p := &processes{addr: addr, logger: slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	defer p.close()
+	main, err := p.new()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("   main: acquired=%v wasInUse=%v fence=%d\n", res.Acquired, res.WasInUse, res.Lease.Fence())
+
+	fmt.Println("1. Three workers contend on order-42 while main holds it; they are served in arrival order.")
+	res, err := main.Acquire(ctx, "order-42", 10*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("   main:     acquired=%v wasInUse=%v fence=%d\n", res.Acquired, res.WasInUse, res.Lease.Fence())
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("worker-%d", i)
-		l := newLocker()
-		defer l.Close()
+		w, err := p.new()
+		if err != nil {
+			return err
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := l.Acquire(ctx, "order-42", 10*time.Second)
+			r, err := w.Acquire(ctx, "order-42", 10*time.Second)
 			if err != nil || !r.Acquired {
 				fmt.Printf("   %s: not acquired (err=%v)\n", name, err)
 				return
@@ -58,10 +106,9 @@ func run(ctx context.Context) error {
 			order = append(order, name)
 			fmt.Printf("   %s: acquired=%v wasInUse=%v fence=%d\n", name, r.Acquired, r.WasInUse, r.Lease.Fence())
 			mu.Unlock()
-			_ = r.Lease.Release(ctx)
+			r.Lease.Release(ctx)
 		}()
-		// Let each worker join the queue before the next, so the order is known.
-		waitQueued(store, "order-42", i)
+		time.Sleep(50 * time.Millisecond) // let this worker join the queue before the next one
 	}
 	if err := res.Lease.Release(ctx); err != nil {
 		return err
@@ -70,51 +117,44 @@ func run(ctx context.Context) error {
 	fmt.Printf("   served in order: %v\n", order)
 
 	fmt.Println("2. TryAcquire never waits: while order-7 is held it reports WasInUse.")
-	held, err := first.Acquire(ctx, "order-7", 10*time.Second)
+	held, err := main.Acquire(ctx, "order-7", 10*time.Second)
 	if err != nil {
 		return err
 	}
-	other := newLocker()
-	defer other.Close()
+	other, err := p.new()
+	if err != nil {
+		return err
+	}
 	try, err := other.TryAcquire(ctx, "order-7", time.Second)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("   try: acquired=%v wasInUse=%v\n", try.Acquired, try.WasInUse)
 
-	fmt.Println("3. AcquireMany streams snapshots as ids are granted (order-7 comes once released).")
-	go func() {
-		waitQueued(store, "order-7", 1)
-		_ = held.Lease.Release(ctx)
-	}()
+	fmt.Println("3. AcquireMany streams snapshots as ids are granted; order-7 comes once main releases it.")
+	time.AfterFunc(100*time.Millisecond, func() { held.Lease.Release(ctx) })
 	for snap, err := range other.AcquireMany(ctx, []string{"order-1", "order-2", "order-7"}, 10*time.Second) {
 		if err != nil {
 			return err
 		}
+		var got []string
 		for _, le := range snap.Acquired {
-			fmt.Printf("   snapshot: %s (fence %d)\n", le.ID(), le.Fence())
-			_ = le.Release(ctx)
+			got = append(got, fmt.Sprintf("%s (fence %d)", le.ID(), le.Fence()))
+			le.Release(ctx) // once shown, each lease is ours to release
 		}
+		fmt.Printf("   snapshot: %v timed out: %v\n", got, snap.TimedOut)
 	}
 
-	fmt.Println("4. Do runs a function under the lock, keeps it alive, and always releases.")
-	total, err := lock.Do(ctx, first, "order-42", 2*time.Second, func(ctx context.Context) (int, error) {
+	fmt.Println("4. Do runs a function under the lock, keeps the lease alive, and always releases.")
+	total, err := lock.Do(ctx, main, "order-42", 2*time.Second, func(ctx context.Context) (int, error) {
 		return 42 * 3, nil
 	})
 	fmt.Printf("   Do: result=%d err=%v\n", total, err)
-	_, err = lock.Do(ctx, first, "order-42", 2*time.Second, func(ctx context.Context) (int, error) {
+	_, err = lock.Do(ctx, main, "order-42", 2*time.Second, func(ctx context.Context) (int, error) {
 		return 0, errors.New("payment declined")
 	})
-	fmt.Printf("   Do with a failing fn: err=%v (released: %v)\n", err, free(ctx, other, "order-42"))
+	fmt.Printf("   Do with a failing fn: err=%v; lock free again: %v\n", err, free(ctx, other, "order-42"))
 	return nil
-}
-
-// waitQueued waits until id has n waiters in the store's queue.
-func waitQueued(store *memorybackend.Store, id string, n int) {
-	deadline := time.Now().Add(5 * time.Second)
-	for len(store.Waiters(id)) < n && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // free reports whether id can be taken right now (and gives it back).
