@@ -58,6 +58,7 @@
 package lock
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -106,7 +107,9 @@ type Locker struct {
 	heartbeat    time.Duration
 	resolution   time.Duration
 	log          *slog.Logger
-	done         chan struct{}
+	done         chan struct{}   // closed by Close
+	bgCtx        context.Context // cancelled by Close: background steps
+	bgCancel     context.CancelFunc
 
 	mu        sync.Mutex
 	closed    bool
@@ -149,7 +152,10 @@ func New(b backend.Backend, opts *Options) *Locker {
 	if hb <= 0 {
 		hb = wt
 	}
+	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &Locker{
+		bgCtx:        bgCtx,
+		bgCancel:     bgCancel,
 		b:            b,
 		queueTimeout: o.QueueTimeout,
 		tick:         o.BatchTick,
@@ -178,6 +184,7 @@ func (l *Locker) Close() error {
 		l.mu.Lock()
 		l.closed = true
 		close(l.done)
+		l.bgCancel()
 		l.mu.Unlock()
 		l.calls.Wait()
 		l.bg.Wait()

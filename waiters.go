@@ -180,10 +180,10 @@ func (l *Locker) heartbeatLoop() {
 		}
 		l.mu.Unlock()
 
-		ctx, cancel := context.WithTimeout(context.Background(), l.heartbeat)
+		ctx, cancel := context.WithTimeout(l.bgCtx, l.heartbeat)
 		res, err := l.b.Heartbeat(ctx, batch, l.waiterTTL)
 		cancel()
-		if err != nil {
+		if err != nil && l.bgCtx.Err() == nil {
 			l.log.Warn("lock: heartbeat failed; waiters may be purged if it keeps failing",
 				"waiters", len(batch), "err", err)
 		}
