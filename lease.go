@@ -106,6 +106,12 @@ func (le *Lease) closeLost() {
 	}
 }
 
+func (le *Lease) current() leaseState {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.state
+}
+
 func (le *Lease) end(s leaseState) {
 	le.mu.Lock()
 	defer le.mu.Unlock()
@@ -124,9 +130,7 @@ func (le *Lease) Release(ctx context.Context) error {
 	}
 	le.op.Lock()
 	defer le.op.Unlock()
-	le.mu.Lock()
-	s := le.state
-	le.mu.Unlock()
+	s := le.current()
 	switch s {
 	case released:
 		return nil
@@ -158,9 +162,7 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	le.op.Lock()
 	defer le.op.Unlock()
-	le.mu.Lock()
-	s := le.state
-	le.mu.Unlock()
+	s := le.current()
 	if s != held {
 		return wrap("extend", le.id, ErrNotHeld)
 	}
