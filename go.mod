@@ -4,7 +4,9 @@ go 1.23
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/redis/go-redis/v9 v9.18.0
+	go.uber.org/goleak v1.3.0
 	pgregory.net/rapid v1.3.0
 )
 
