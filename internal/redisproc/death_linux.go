@@ -1,0 +1,12 @@
+package redisproc
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setDeathSignal makes the kernel kill the server when the test process
+// dies, so that a crashed or killed test binary leaves no server behind.
+func setDeathSignal(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
