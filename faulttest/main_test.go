@@ -1,0 +1,415 @@
+package faulttest
+
+import (
+	"bufio"
+	"errors"
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/redislocker/lock"
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/redisproc"
+	"github.com/redislocker/lock/redisbackend"
+)
+
+var soak = flag.Bool("soak", false, "run the long versions of the randomized fault tests (minutes, not seconds)")
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(envRole); role != "" {
+		os.Exit(runChild(role)) // a re-executed test binary playing a lock client
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// adapter is one Redis client library's adapter of the lock backend. The
+// fault tests run once per entry; adding an adapter is one more entry.
+type adapter struct {
+	name string
+	// newBackend returns a backend with a client of its own (a separate
+	// "process") on addr, under prefix, and closes both at t's cleanup.
+	newBackend func(t testing.TB, addr, prefix string, o clientOpts) backend.Backend
+}
+
+// clientOpts tunes the client an adapter makes.
+type clientOpts struct {
+	// noRetries turns off the client's own retries, so that a cut
+	// connection surfaces as an error of the step.
+	noRetries bool
+}
+
+var adapters = []adapter{
+	{name: "go-redis", newBackend: newGoRedis},
+}
+
+func adapterNamed(name string) (adapter, bool) {
+	for _, a := range adapters {
+		if a.name == name {
+			return a, true
+		}
+	}
+	return adapter{}, false
+}
+
+func newGoRedis(t testing.TB, addr, prefix string, o clientOpts) backend.Backend {
+	opts := &redis.Options{
+		Addr: addr,
+		// Deadlines of the caller's ctx apply to the socket, so a step
+		// through a stalled path ends when the lock's own timeouts say.
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second,
+		ReadTimeout:           2 * time.Second,
+		WriteTimeout:          2 * time.Second,
+	}
+	if o.noRetries {
+		opts.MaxRetries = -1
+	}
+	client := redis.NewClient(opts)
+	b, err := redisbackend.New(client, &redisbackend.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = b.Close() // ErrClosed when a Locker closed it first
+		_ = client.Close()
+	})
+	return b
+}
+
+// forEachAdapter runs f as one subtest per adapter.
+func forEachAdapter(t *testing.T, f func(t *testing.T, a adapter)) {
+	for _, a := range adapters {
+		t.Run(a.name, func(t *testing.T) { f(t, a) })
+	}
+}
+
+// env is one test's Redis server (owned by the test), key prefix and raw
+// inspection client.
+type env struct {
+	t      *testing.T
+	a      adapter
+	srv    *redisproc.Server
+	prefix string
+	ks     keys.Keyspace
+	raw    *redis.Client
+	logs   *logRecorder
+}
+
+func newEnv(t *testing.T, a adapter) *env {
+	t.Helper()
+	srv := redisproc.Start(t)
+	prefix := "ft:" + strings.NewReplacer("/", ".", " ", "_").Replace(t.Name()) + ":"
+	ks, err := keys.New(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = raw.Close() })
+	return &env{t: t, a: a, srv: srv, prefix: prefix, ks: ks, raw: raw, logs: &logRecorder{}}
+}
+
+// backend returns a new backend (own client) that reaches Redis at addr
+// (the server, or a proxy in front of it).
+func (e *env) backend(addr string, o clientOpts) backend.Backend {
+	e.t.Helper()
+	return e.a.newBackend(e.t, addr, e.prefix, o)
+}
+
+// locker returns a Locker over b, closed at the test's cleanup (before the
+// backend's client), logging into e.logs.
+func (e *env) locker(b backend.Backend, o lock.Options) *lock.Locker {
+	e.t.Helper()
+	o.Logger = slog.New(e.logs)
+	l := lock.New(b, &o)
+	e.t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// keysLeft returns every key under the test's prefix but the counters
+// hashes (the documented keys that stay), sorted.
+func (e *env) keysLeft() []string {
+	e.t.Helper()
+	ctx := context.Background()
+	var left []string
+	iter := e.raw.Scan(ctx, 0, e.ks.PrefixPattern(), 100).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		if _, suffix, err := e.ks.Parse(k); err == nil && suffix == keys.SuffixCounters {
+			continue
+		}
+		left = append(left, k)
+	}
+	if err := iter.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	sort.Strings(left)
+	return left
+}
+
+// queued returns the number of queue entries of id.
+func (e *env) queued(id string) int64 {
+	n, err := e.raw.ZCard(context.Background(), e.ks.For(id).Queue).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// holder returns the token holding id, or "".
+func (e *env) holder(id string) string {
+	v, err := e.raw.Get(context.Background(), e.ks.For(id).Lock).Result()
+	if err == redis.Nil {
+		return ""
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return v
+}
+
+// eventually waits until cond holds, polling, and fails after d.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(2 * time.Millisecond) // poll interval of a condition with a deadline
+	}
+}
+
+// recv waits for a value on ch for at most d.
+func recv[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("not within %v: %s", d, what)
+		var zero T
+		return zero
+	}
+}
+
+// logRecorder is a slog.Handler that keeps the messages of the Lockers.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler      { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler           { return r }
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	b.WriteString(rec.Level.String() + " " + rec.Message)
+	rec.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
+	r.mu.Lock()
+	r.msgs = append(r.msgs, b.String())
+	r.mu.Unlock()
+	return nil
+}
+
+// matching returns the messages that contain s.
+func (r *logRecorder) matching(s string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, m := range r.msgs {
+		if strings.Contains(m, s) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ---- child processes: the test binary re-executed as one lock client ----
+
+const (
+	envRole    = "FAULTTEST_CHILD"
+	envAdapter = "FAULTTEST_ADAPTER"
+	envAddr    = "FAULTTEST_ADDR"
+	envPrefix  = "FAULTTEST_PREFIX"
+	envID      = "FAULTTEST_ID"
+	envTTL     = "FAULTTEST_TTL"
+	envWaiter  = "FAULTTEST_WAITER_TIMEOUT"
+)
+
+// child is a running child process and the lines it prints.
+type child struct {
+	cmd   *exec.Cmd
+	lines chan string
+	done  chan struct{}
+}
+
+// startChild re-executes the test binary as role, with vars added to its
+// environment, and kills it at t's cleanup.
+func (e *env) startChild(role string, vars map[string]string) *child {
+	e.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		envRole+"="+role, envAdapter+"="+e.a.name, envAddr+"="+e.srv.Addr, envPrefix+"="+e.prefix)
+	for k, v := range vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	c := &child{cmd: cmd, lines: make(chan string, 100), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+		_ = cmd.Wait()
+	}()
+	e.t.Cleanup(func() {
+		_ = cmd.Process.Kill() // SIGKILL ends a stopped process too
+		<-c.done
+	})
+	return c
+}
+
+// expect waits for the child's next line that starts with prefix (other
+// lines are logged and skipped) and returns its fields after the prefix.
+func (c *child) expect(t testing.TB, prefix string, d time.Duration) []string {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("child exited before printing %q", prefix)
+			}
+			if f := strings.Fields(l); len(f) > 0 && f[0] == prefix {
+				return f[1:]
+			}
+			t.Logf("child: %s", l)
+		case <-deadline:
+			t.Fatalf("child printed no %q line within %v", prefix, d)
+		}
+	}
+}
+
+func (c *child) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to child: %v", sig, err)
+	}
+}
+
+// runChild is the body of a child process. It prints one line per event on
+// stdout: "<event> <fields...>".
+func runChild(role string) int {
+	a, ok := adapterNamed(os.Getenv(envAdapter))
+	if !ok {
+		fmt.Fprintln(os.Stderr, "faulttest child: unknown adapter", os.Getenv(envAdapter))
+		return 2
+	}
+	ct := &childT{}
+	defer ct.cleanup()
+	b := a.newBackend(ct, os.Getenv(envAddr), os.Getenv(envPrefix), clientOpts{})
+	wt, _ := time.ParseDuration(os.Getenv(envWaiter))
+	ttl, _ := time.ParseDuration(os.Getenv(envTTL))
+	l := lock.New(b, &lock.Options{WaiterTimeout: wt, QueueTimeout: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+			// Log lines start with "time=", never with an event name.
+			Level: slog.LevelWarn,
+		}))})
+	defer l.Close()
+	id := os.Getenv(envID)
+	ctx := context.Background()
+	say := func(f string, args ...any) { fmt.Printf(f+"\n", args...) }
+	switch role {
+	case "waiter":
+		// Queue, and report the outcome; when granted, hold until stdin
+		// closes (the parent decides), then release.
+		say("start")
+		res, err := l.Acquire(ctx, id, ttl)
+		switch {
+		case err != nil:
+			say("error %v", strings.ReplaceAll(err.Error(), "\n", " "))
+			return 0
+		case !res.Acquired:
+			say("notacquired")
+			return 0
+		}
+		say("granted %d", res.Lease.Fence())
+		_ = res.Lease.Release(ctx)
+		say("released")
+	case "holder":
+		// Take the lock, report the fence and ValidUntil, and report when
+		// Lost fires and what Extend and Release say then.
+		res, err := l.Acquire(ctx, id, ttl)
+		if err != nil || !res.Acquired {
+			say("error %v %v", res.Acquired, err)
+			return 0
+		}
+		le := res.Lease
+		say("granted %d %d", le.Fence(), le.ValidUntil().UnixNano())
+		<-le.Lost()
+		say("lost %d", time.Now().UnixNano())
+		say("extend %s", errKind(le.Extend(ctx, ttl)))
+		say("release %s", errKind(le.Release(ctx)))
+	default:
+		fmt.Fprintln(os.Stderr, "faulttest child: unknown role", role)
+		return 2
+	}
+	return 0
+}
+
+func errKind(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, lock.ErrNotHeld):
+		return "notheld"
+	default:
+		return "error"
+	}
+}
+
+// childT is the testing.TB a child process gives the adapters: enough for
+// their Fatal and Cleanup.
+type childT struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (c *childT) Helper()          {}
+func (c *childT) Cleanup(f func()) { c.cleanups = append(c.cleanups, f) }
+func (c *childT) Fatal(args ...any) {
+	fmt.Fprintln(os.Stderr, append([]any{"faulttest child:"}, args...)...)
+	os.Exit(3)
+}
+func (c *childT) Fatalf(f string, args ...any) { c.Fatal(fmt.Sprintf(f, args...)) }
+func (c *childT) cleanup() {
+	for i := len(c.cleanups) - 1; i >= 0; i-- {
+		c.cleanups[i]()
+	}
+}
