@@ -1,0 +1,148 @@
+package faulttest
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redislocker/lock"
+)
+
+// TestDeadWaiterPurgedWhenProcessStopped (L2, L3): a waiter in another
+// process, queued first, is SIGSTOPped. When the lock is released, the
+// live waiter behind it is granted within the dead waiter's WaiterTimeout
+// plus two heartbeat intervals. On SIGCONT the stopped waiter finds its
+// entry gone, re-queues at the tail (logging a warning) and is granted
+// once the lock is free again: it never hangs.
+func TestDeadWaiterPurgedWhenProcessStopped(t *testing.T) {
+	forEachAdapter(t, func(t *testing.T, a adapter) {
+		e := newEnv(t, a)
+		id := "purge"
+		const waiterTimeout = 900 * time.Millisecond
+		opts := lock.Options{WaiterTimeout: waiterTimeout}
+		holder := e.locker(e.backend(e.srv.Addr, clientOpts{}), opts)
+		r, err := holder.Acquire(context.Background(), id, longTTL)
+		if err != nil || !r.Acquired {
+			t.Fatal(err)
+		}
+		// The child queues first.
+		c := e.startChild("waiter", map[string]string{envID: id, envTTL: "1m", envWaiter: waiterTimeout.String()})
+		c.expect(t, "start", 10*time.Second)
+		eventually(t, 10*time.Second, "child waiter queued", func() bool { return e.queued(id) == 1 })
+		// Then a live waiter in this process (FIFO: it is second).
+		live := e.locker(e.backend(e.srv.Addr, clientOpts{}), opts)
+		done := queuedWaiter(t, e, live, id)
+
+		c.signal(t, syscall.SIGSTOP)
+		stopped := time.Now()
+		if err := r.Lease.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		bound := waiterTimeout + 2*waiterTimeout/3 + 500*time.Millisecond
+		got := recv(t, done, bound+2*time.Second, "L3: the live waiter granted after the stopped one was purged")
+		at := time.Since(stopped)
+		if !got.Acquired {
+			t.Fatal("L3: live waiter not granted")
+		}
+		if at > bound {
+			t.Errorf("L3: the live waiter was granted %v after the head stopped; bound WaiterTimeout + 2 heartbeats = %v", at, bound)
+		}
+		t.Logf("live waiter granted %v after the head process stopped (WaiterTimeout %v)", at, waiterTimeout)
+
+		// SIGCONT: the stopped waiter must re-queue (its entry is gone)
+		// and get the lock once the live waiter releases: never hang.
+		c.signal(t, syscall.SIGCONT)
+		eventually(t, 5*time.Second, "the resumed waiter re-queued", func() bool { return e.queued(id) == 1 })
+		if err := got.Lease.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f := c.expect(t, "granted", 5*time.Second)
+		fence, _ := strconv.ParseUint(f[0], 10, 64)
+		if fence <= got.Lease.Fence() {
+			t.Errorf("S3: the resumed waiter's fence %d is not above the live waiter's %d", fence, got.Lease.Fence())
+		}
+		c.expect(t, "released", 5*time.Second)
+	})
+}
+
+// TestStoppedHolderLosesLeaseHonestly (S2, S5): a holder process is
+// SIGSTOPped past its TTL. Another client is granted the lock, never
+// before the stopped holder's ValidUntil. On SIGCONT the holder's Lost
+// fires at once (its ValidUntil has passed) and Extend and Release say
+// ErrNotHeld: they change nothing of the new holder's lock.
+//
+// The running case: a holder that is not stopped sees Lost by its
+// ValidUntil, before anyone else is granted.
+func TestStoppedHolderLosesLeaseHonestly(t *testing.T) {
+	forEachAdapter(t, func(t *testing.T, a adapter) {
+		t.Run("sigstop", func(t *testing.T) {
+			e := newEnv(t, a)
+			id := "stopped-holder"
+			const ttl = 500 * time.Millisecond
+			c := e.startChild("holder", map[string]string{envID: id, envTTL: ttl.String(), envWaiter: "3s"})
+			f := c.expect(t, "granted", 10*time.Second)
+			c.signal(t, syscall.SIGSTOP)
+			fence, _ := strconv.ParseUint(f[0], 10, 64)
+			vu, _ := strconv.ParseInt(f[1], 10, 64)
+			validUntil := time.Unix(0, vu)
+
+			w := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{WaiterTimeout: 3 * time.Second})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			r, err := w.Acquire(ctx, id, longTTL)
+			granted := time.Now()
+			if err != nil || !r.Acquired {
+				t.Fatalf("waiter: %v, acquired %v", err, r.Acquired)
+			}
+			if granted.Before(validUntil) {
+				t.Fatalf("S2: another client was granted at %v, before the stopped holder's ValidUntil %v", granted, validUntil)
+			}
+			if r.Lease.Fence() <= fence {
+				t.Fatalf("S3: new fence %d not above the stopped holder's %d", r.Lease.Fence(), fence)
+			}
+			c.signal(t, syscall.SIGCONT)
+			resumed := time.Now()
+			lost := c.expect(t, "lost", 5*time.Second)
+			lostAt, _ := strconv.ParseInt(lost[0], 10, 64)
+			if d := time.Unix(0, lostAt).Sub(resumed); d > time.Second {
+				t.Errorf("S5: Lost fired %v after SIGCONT, with ValidUntil long past", d)
+			}
+			if got := c.expect(t, "extend", 5*time.Second); got[0] != "notheld" {
+				t.Errorf("S4: the stale holder's Extend = %s, want notheld", got[0])
+			}
+			if got := c.expect(t, "release", 5*time.Second); got[0] != "notheld" {
+				t.Errorf("S4: the stale holder's Release = %s, want notheld", got[0])
+			}
+			if h := e.holder(id); h != r.Lease.Token() {
+				t.Fatalf("S4: after the stale holder's Extend and Release the lock is held by %q, want the new holder", h)
+			}
+			_ = r.Lease.Release(context.Background())
+		})
+		t.Run("running", func(t *testing.T) {
+			e := newEnv(t, a)
+			id := "running-holder"
+			const ttl = 300 * time.Millisecond
+			h := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{})
+			r, err := h.Acquire(context.Background(), id, ttl)
+			if err != nil || !r.Acquired {
+				t.Fatal(err)
+			}
+			lostC := r.Lease.Lost()
+			w := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{WaiterTimeout: time.Minute})
+			done := queuedWaiter(t, e, w, id)
+			<-lostC
+			lostAt := time.Now()
+			got := recv(t, done, 5*time.Second, "waiter granted")
+			grantedAt := time.Now()
+			if lostAt.After(r.Lease.ValidUntil().Add(50 * time.Millisecond)) {
+				t.Errorf("S5: Lost fired at %v, after ValidUntil %v", lostAt, r.Lease.ValidUntil())
+			}
+			if grantedAt.Before(lostAt) {
+				t.Errorf("S2/S5: the waiter was granted before the holder's Lost fired")
+			}
+			_ = got.Lease.Release(context.Background())
+		})
+	})
+}
