@@ -19,9 +19,12 @@
 //     PX with the relative TTL); a retried grant is a no-op that reports the
 //     lease. Otherwise, with wait, enqueue with the next ticket (or keep the
 //     ticket) and set the waiter's deadline by the server's TIME. Reads the
-//     lock key in the same step, for client-side-caching adapters.
+//     lock key in the same step, and again after a grant's write, for
+//     client-side-caching adapters (a NOLOOP tracking client stops tracking
+//     a key it writes until it reads it again).
 //   - release: compare-and-delete, purge, wake the head.
-//   - extend: compare-and-PEXPIRE; never re-creates an expired lock.
+//   - extend: compare-and-PEXPIRE, then reads the key again (as acquire);
+//     never re-creates an expired lock.
 //   - leave: remove the token's entry, release the lock if the token holds
 //     it, purge, and wake the new head when the lock is free and the head
 //     changed or the lock was released.

@@ -70,6 +70,10 @@ if not holder and (not head or head == token) then
   end
   local fence = redis.call('HINCRBY', counters, 'fence', 1)
   redis.call('SET', lock, token, 'PX', ttl)
+  -- Read the key again after writing it: a tracking client with NOLOOP is
+  -- not told of its own write, and Redis stops tracking the key for it, so
+  -- this read is what keeps its other waiters told of the lease's end.
+  redis.call('PTTL', lock)
   return {1, fence, ttl, 0, 0, 0, 0}
 end
 

@@ -15,4 +15,7 @@ if redis.call('GET', KEYS[1]) ~= token then
   return fail('LOCKNOTHELD', 'the token does not hold the lock')
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
+-- Read the key again after writing it, as acquire does after a grant: a
+-- tracking client with NOLOOP would otherwise stop tracking it.
+redis.call('PTTL', KEYS[1])
 return 1
