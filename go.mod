@@ -1,11 +1,13 @@
 module github.com/redislocker/lock
 
-go 1.23
+go 1.23.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/redis/go-redis/v9 v9.18.0
+	github.com/redis/rueidis v1.0.69
+	github.com/redis/rueidis/rueidishook v1.0.69
 	go.uber.org/goleak v1.3.0
 	pgregory.net/rapid v1.3.0
 )
@@ -15,4 +17,5 @@ require (
 	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.31.0 // indirect
 )

@@ -1,0 +1,536 @@
+package rueidisbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/scripts"
+)
+
+// Options configures a Backend. The zero value means the defaults, except
+// that New needs ClientOption.InitAddress.
+type Options struct {
+	// ClientOption is what New builds the Backend's own rueidis client
+	// from: addresses, credentials, TLS, Sentinel, timeouts. New overrides
+	// the fields that client-side caching depends on (see the package doc):
+	// OnInvalidations (yours, if set, is still called after the Backend's),
+	// ClientTrackingOptions (["NOLOOP"]), PipelineMultiplex (-1: one
+	// connection per node), DisableAutoPipelining and AlwaysRESP2 (false)
+	// and BlockingPipeline (no limit, so batches stay on that connection).
+	// Set ClientOption.DisableCache to use pub/sub wake-ups instead.
+	// ReplicaOnly and SendToReplicas are rejected: every step writes.
+	// NewWithClient takes a client instead and rejects a non-zero
+	// ClientOption. Default: the zero ClientOption, which New rejects for
+	// its missing InitAddress.
+	ClientOption rueidis.ClientOption
+	// ClientBuilder builds the client from the ClientOption New prepared,
+	// e.g. to wrap it with rueidishook or tracing. It must build the client
+	// from that option, unchanged in the fields listed above. Default:
+	// rueidis.NewClient.
+	ClientBuilder func(rueidis.ClientOption) (rueidis.Client, error)
+	// Prefix starts every key and channel name. It must not contain '{' or
+	// '}'. Default: "lock:".
+	Prefix string
+	// MaxWaiters caps the waiters queued per id (H3); an enqueue beyond it
+	// fails with backend.ErrQueueFull. Default: 10000.
+	MaxWaiters int
+	// PurgeLimit caps the expired waiters one step removes (H3); every
+	// expired waiter is still removed, over as many steps as it takes.
+	// Default: 100. At most 100000.
+	PurgeLimit int
+}
+
+// Defaults of Options.
+const (
+	DefaultPrefix     = keys.DefaultPrefix
+	DefaultMaxWaiters = 10000
+	DefaultPurgeLimit = 100
+)
+
+// Mode is how a Backend learns of changes to the locks its waiters wait on.
+type Mode int
+
+const (
+	// Tracking: client-side-caching invalidations of the lock keys, on the
+	// Backend's own connection (CLIENT TRACKING ON NOLOOP, RESP3).
+	Tracking Mode = iota + 1
+	// PubSub: the scripts' PUBLISH of the head's token, on one dedicated
+	// pub/sub connection of the client.
+	PubSub
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Tracking:
+		return "tracking"
+	case PubSub:
+		return "pubsub"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Backend is a backend.Backend on Redis through rueidis. It also
+// implements backend.Batcher and backend.Resolver. It is safe for
+// concurrent use; one Backend is one "process" of the lock protocol.
+type Backend struct {
+	client     rueidis.Client
+	owned      bool // New built client; Close closes it
+	mode       Mode
+	ks         keys.Keyspace
+	maxWaiters int
+	purgeLimit int
+	closed     atomic.Bool
+	track      *tracker // Tracking mode
+	ps         *pubsub  // PubSub mode
+}
+
+var (
+	_ backend.Backend  = (*Backend)(nil)
+	_ backend.Batcher  = (*Backend)(nil)
+	_ backend.Resolver = (*Backend)(nil)
+)
+
+// New builds a rueidis client from opts.ClientOption (through
+// opts.ClientBuilder) and returns a Backend that owns it: Close closes it.
+// With caching on (the default) the client tracks the lock keys its steps
+// read and wake-ups come from their invalidations; with
+// ClientOption.DisableCache, or when the server cannot track (rueidis
+// reports rueidis.ErrNoCache: Redis < 6 or no RESP3), wake-ups come from
+// pub/sub. Mode reports which one is in use.
+func New(opts Options) (*Backend, error) {
+	b, err := newBackend(&opts)
+	if err != nil {
+		return nil, err
+	}
+	o := opts.ClientOption
+	if o.ReplicaOnly || o.SendToReplicas != nil {
+		return nil, errors.New("rueidisbackend: ClientOption.ReplicaOnly and SendToReplicas are not supported: every step writes")
+	}
+	build := opts.ClientBuilder
+	if build == nil {
+		build = rueidis.NewClient
+	}
+	if !o.DisableCache {
+		b.track = newTracker(b.ks, o.OnInvalidations)
+		t := o
+		t.OnInvalidations = b.track.onInvalidations
+		t.ClientTrackingOptions = []string{"NOLOOP"}
+		t.PipelineMultiplex = -1
+		t.DisableAutoPipelining = false
+		t.AlwaysRESP2 = false
+		t.BlockingPipeline = math.MaxInt32
+		client, err := build(t)
+		if err == nil {
+			b.client, b.owned, b.mode = client, true, Tracking
+			return b, nil
+		}
+		if !errors.Is(err, rueidis.ErrNoCache) {
+			return nil, fmt.Errorf("rueidisbackend: building the client: %w", err)
+		}
+		b.track = nil
+		o.DisableCache = true // the server cannot track: pub/sub instead
+	}
+	client, err := build(o)
+	if err != nil {
+		return nil, fmt.Errorf("rueidisbackend: building the client: %w", err)
+	}
+	b.client, b.owned, b.mode = client, true, PubSub
+	b.ps = newPubsub(client)
+	return b, nil
+}
+
+// NewWithClient returns a Backend on a client the caller built and keeps:
+// Close does not close it. A rueidis client attaches its invalidation
+// callback when it is built, so this Backend cannot use tracking: its
+// wake-ups come from pub/sub, on one connection it takes from the client's
+// dedicated pool for its lifetime. opts.ClientOption and
+// opts.ClientBuilder must be zero; nil opts means the defaults.
+func NewWithClient(client rueidis.Client, opts *Options) (*Backend, error) {
+	if client == nil {
+		return nil, errors.New("rueidisbackend: nil client")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.ClientBuilder != nil || o.ClientOption.InitAddress != nil || o.ClientOption.Sentinel.MasterSet != "" {
+		return nil, errors.New("rueidisbackend: NewWithClient takes no ClientOption or ClientBuilder: use New for a client the Backend builds")
+	}
+	b, err := newBackend(&o)
+	if err != nil {
+		return nil, err
+	}
+	b.client, b.mode = client, PubSub
+	b.ps = newPubsub(client)
+	return b, nil
+}
+
+func newBackend(o *Options) (*Backend, error) {
+	ks, err := keys.New(o.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("rueidisbackend: Options.Prefix: %w", err)
+	}
+	switch {
+	case o.MaxWaiters == 0:
+		o.MaxWaiters = DefaultMaxWaiters
+	case o.MaxWaiters < 0:
+		return nil, fmt.Errorf("rueidisbackend: Options.MaxWaiters %d is negative", o.MaxWaiters)
+	}
+	switch {
+	case o.PurgeLimit == 0:
+		o.PurgeLimit = DefaultPurgeLimit
+	case o.PurgeLimit < 0 || o.PurgeLimit > scripts.MaxPurgeLimit:
+		return nil, fmt.Errorf("rueidisbackend: Options.PurgeLimit %d is not in 1..%d", o.PurgeLimit, scripts.MaxPurgeLimit)
+	}
+	return &Backend{ks: ks, maxWaiters: o.MaxWaiters, purgeLimit: o.PurgeLimit}, nil
+}
+
+// Mode reports how the Backend learns of released locks: Tracking or
+// PubSub.
+func (b *Backend) Mode() Mode { return b.mode }
+
+// Prefix returns the key prefix in use.
+func (b *Backend) Prefix() string { return b.ks.Prefix() }
+
+// keyNames returns the names of id's keys and channel.
+func (b *Backend) keyNames(id string) keys.ID { return b.ks.For(id) }
+
+// Resolution returns one millisecond: leases are set with PX.
+func (b *Backend) Resolution() time.Duration { return time.Millisecond }
+
+// Acquire runs the acquire script: fair try-acquire with optional enqueue.
+// In Tracking mode its read of the lock key makes the connection track it,
+// in the same atomic step as the failed try.
+func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
+	if err := b.check(ctx); err != nil {
+		return backend.Grant{}, err
+	}
+	k, a := scripts.AcquireCall(b.ks.For(req.ID), req, b.maxWaiters, b.purgeLimit)
+	return acquireResult(b.run(ctx, scripts.Acquire, k, a))
+}
+
+// Release runs the release script: compare-and-delete, then wake the head.
+// In Tracking mode it also wakes this Backend's own waiters of id, which
+// NOLOOP keeps from hearing the release.
+func (b *Backend) Release(ctx context.Context, id, token string) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	k, a := scripts.ReleaseCall(b.ks.For(id), token, b.purgeLimit)
+	err := replyErr(b.run(ctx, scripts.Release, k, a).Error())
+	if !errors.Is(err, backend.ErrNotHeld) {
+		b.ownWrite(id, false) // released, or maybe (unknown outcome)
+	}
+	return err
+}
+
+// Extend runs the extend script: compare-and-PEXPIRE.
+func (b *Backend) Extend(ctx context.Context, id, token string, ttl time.Duration) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	k, a := scripts.ExtendCall(b.ks.For(id), token, ttl)
+	return replyErr(b.run(ctx, scripts.Extend, k, a).Error())
+}
+
+// Leave runs the leave script: drop the entry, release a raced grant, wake
+// the new head. In Tracking mode a Leave that removed something wakes every
+// other waiter of id in this Backend.
+func (b *Backend) Leave(ctx context.Context, id, token string) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	k, a := scripts.LeaveCall(b.ks.For(id), token, b.purgeLimit)
+	changed, err := leaveResult(b.run(ctx, scripts.Leave, k, a))
+	if changed || err != nil {
+		b.ownWrite(id, true)
+	}
+	return err
+}
+
+// Heartbeat runs the heartbeat script once per id (the waiters of one id
+// share a call), all of them in one round trip.
+func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterTTL time.Duration) ([]backend.HeartbeatResult, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	if len(waiters) == 0 {
+		return nil, nil
+	}
+	// Group by id, in order of first appearance; idx maps results back.
+	type group struct {
+		id     string
+		tokens []string
+		idx    []int
+	}
+	var groups []*group
+	byID := make(map[string]*group)
+	for i, w := range waiters {
+		g := byID[w.ID]
+		if g == nil || len(g.tokens) == scripts.MaxHeartbeatBatch {
+			g = &group{id: w.ID}
+			byID[w.ID] = g
+			groups = append(groups, g)
+		}
+		g.tokens = append(g.tokens, w.Token)
+		g.idx = append(g.idx, i)
+	}
+	calls := make([]call, len(groups))
+	for i, g := range groups {
+		k, a := scripts.HeartbeatCall(b.ks.For(g.id), g.tokens, waiterTTL, b.purgeLimit)
+		calls[i] = call{script: scripts.Heartbeat, keys: k, args: a}
+	}
+	res, err := b.runAll(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backend.HeartbeatResult, len(waiters))
+	for i, g := range groups {
+		vals, err := res[i].AsIntSlice()
+		if err != nil {
+			return nil, replyErr(err)
+		}
+		if len(vals) != len(g.tokens) {
+			return nil, fmt.Errorf("rueidisbackend: heartbeat replied %d values for %d waiters", len(vals), len(g.tokens))
+		}
+		for j, v := range vals {
+			out[g.idx[j]] = scripts.ParseHeartbeat(v)
+		}
+	}
+	return out, nil
+}
+
+// AcquireBatch runs one acquire script per request, in one round trip.
+// ErrQueueFull is reported per request.
+func (b *Backend) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	calls := make([]call, len(reqs))
+	for i, r := range reqs {
+		k, a := scripts.AcquireCall(b.ks.For(r.ID), r, b.maxWaiters, b.purgeLimit)
+		calls[i] = call{script: scripts.Acquire, keys: k, args: a}
+	}
+	res, err := b.runAll(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backend.BatchGrant, len(reqs))
+	for i, r := range res {
+		g, err := acquireResult(r)
+		if err != nil && !errors.Is(err, backend.ErrQueueFull) {
+			return nil, err
+		}
+		out[i] = backend.BatchGrant{Grant: g, Err: err}
+	}
+	return out, nil
+}
+
+// LeaveBatch runs one leave script per waiter, in one round trip.
+func (b *Backend) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	if len(waiters) == 0 {
+		return nil
+	}
+	calls := make([]call, len(waiters))
+	for i, w := range waiters {
+		k, a := scripts.LeaveCall(b.ks.For(w.ID), w.Token, b.purgeLimit)
+		calls[i] = call{script: scripts.Leave, keys: k, args: a}
+	}
+	res, err := b.runAll(ctx, calls)
+	if err != nil {
+		for _, w := range waiters {
+			b.ownWrite(w.ID, true)
+		}
+		return err
+	}
+	var first error
+	for i, r := range res {
+		changed, err := leaveResult(r)
+		if changed || err != nil {
+			b.ownWrite(waiters[i].ID, true)
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Subscribe delivers id's wake-ups to fn until cancel is called.
+//
+// In Tracking mode it only registers fn: the connection that receives the
+// invalidations is the one every step runs on, and the waiting Acquire that
+// follows Subscribe tracks the lock key in the same atomic step as its
+// check, so nothing can slip between. In PubSub mode it returns once the
+// server has confirmed the SUBSCRIBE.
+func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	if b.track != nil {
+		return b.track.subscribe(id, b.ks.For(id).Lock, fn)
+	}
+	return b.ps.subscribe(ctx, id, b.ks.Channel(id), fn)
+}
+
+// Close ends the Backend's subscriptions and waits for its goroutines; a
+// Backend from New also closes its client (a client given to NewWithClient
+// is left open). Later calls return backend.ErrClosed.
+func (b *Backend) Close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return backend.ErrClosed
+	}
+	if b.track != nil {
+		b.track.close()
+	}
+	if b.ps != nil {
+		b.ps.close()
+	}
+	if b.owned {
+		b.client.Close()
+	}
+	return nil
+}
+
+func (b *Backend) check(ctx context.Context) error {
+	if b.closed.Load() {
+		return backend.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// ownWrite tells this Backend's own waiters of id about a step of its own
+// that may have freed the lock or changed the head (Tracking mode only:
+// NOLOOP keeps the connection from hearing its own writes, and pub/sub
+// delivers the scripts' PUBLISH to every subscriber, this one included).
+// all wakes every local waiter: after a Leave the leaver may still be the
+// earliest one registered.
+func (b *Backend) ownWrite(id string, all bool) {
+	if b.track != nil {
+		b.track.deliver(id, backend.Wake{ID: id, All: all})
+	}
+}
+
+// call is one script invocation.
+type call struct {
+	script scripts.Script
+	keys   []string
+	args   []string
+}
+
+func (b *Backend) evalsha(s scripts.Script, k, a []string) rueidis.Completed {
+	return b.client.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(k))).Key(k...).Arg(a...).Build()
+}
+
+func (b *Backend) eval(s scripts.Script, k, a []string) rueidis.Completed {
+	return b.client.B().Eval().Script(s.Source).Numkeys(int64(len(k))).Key(k...).Arg(a...).Build()
+}
+
+// run sends EVALSHA and, when the server does not know the script, EVAL.
+func (b *Backend) run(ctx context.Context, s scripts.Script, k, a []string) rueidis.RedisResult {
+	r := b.client.Do(ctx, b.evalsha(s, k, a))
+	if isNoScript(r.Error()) {
+		r = b.client.Do(ctx, b.eval(s, k, a))
+	}
+	return r
+}
+
+// runAll sends calls in one DoMulti of EVALSHAs and resends the ones the
+// server did not know as EVALs in a second one (a NOSCRIPT reply means the
+// call did not run). The returned error is a failure of the whole round
+// trip; the per-call replies are in the results.
+func (b *Backend) runAll(ctx context.Context, calls []call) ([]rueidis.RedisResult, error) {
+	if len(calls) == 1 {
+		c := calls[0]
+		r := b.run(ctx, c.script, c.keys, c.args)
+		if err := r.NonRedisError(); err != nil {
+			return nil, err
+		}
+		return []rueidis.RedisResult{r}, nil
+	}
+	cmds := make(rueidis.Commands, len(calls))
+	for i, c := range calls {
+		cmds[i] = b.evalsha(c.script, c.keys, c.args)
+	}
+	res := b.client.DoMulti(ctx, cmds...)
+	var retry []int
+	for i, r := range res {
+		switch err := r.Error(); {
+		case isNoScript(err):
+			retry = append(retry, i)
+		case r.NonRedisError() != nil:
+			return nil, err
+		}
+	}
+	if len(retry) > 0 {
+		cmds := make(rueidis.Commands, len(retry))
+		for j, i := range retry {
+			c := calls[i]
+			cmds[j] = b.eval(c.script, c.keys, c.args)
+		}
+		again := b.client.DoMulti(ctx, cmds...)
+		for j, i := range retry {
+			if err := again[j].NonRedisError(); err != nil {
+				return nil, err
+			}
+			res[i] = again[j]
+		}
+	}
+	return res, nil
+}
+
+func acquireResult(r rueidis.RedisResult) (backend.Grant, error) {
+	vals, err := r.AsIntSlice()
+	if err != nil {
+		return backend.Grant{}, replyErr(err)
+	}
+	return scripts.ParseAcquire(vals)
+}
+
+// leaveResult reports whether a leave removed an entry or released the
+// lock.
+func leaveResult(r rueidis.RedisResult) (changed bool, err error) {
+	vals, err := r.AsIntSlice()
+	if err != nil {
+		return false, replyErr(err)
+	}
+	if len(vals) != 2 {
+		return false, fmt.Errorf("rueidisbackend: leave replied %d values, want 2", len(vals))
+	}
+	return vals[0] != 0 || vals[1] != 0, nil
+}
+
+func isNoScript(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && re.IsNoScript()
+}
+
+// replyErr maps the scripts' error replies to the backend's sentinels and
+// returns every other error as it is.
+func replyErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok || re.IsNil() {
+		return err
+	}
+	if s := scripts.MapError(re.Error()); s != nil {
+		return s
+	}
+	return err
+}

@@ -1,0 +1,2 @@
+// Package rueidisbackend is the rueidis adapter of the lock package.
+package rueidisbackend

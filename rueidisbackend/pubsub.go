@@ -1,0 +1,315 @@
+package rueidisbackend
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// pubsub is a Backend's one pub/sub connection (PubSub mode): a dedicated
+// connection of the client, shared by every id and reference-counted per
+// channel.
+//
+// One goroutine, the supervisor, owns the connection and sends every
+// SUBSCRIBE and UNSUBSCRIBE, one at a time, each waiting for the server's
+// confirmation. So the order on the wire is the order of the decisions,
+// and a channel's confirmation always belongs to the entry that is in the
+// map: an entry leaves the map only in the supervisor, after its SUBSCRIBE
+// was confirmed (or failed), and a new entry for the same channel is
+// subscribed after the old one's UNSUBSCRIBE.
+//
+// Reconnects: when the connection breaks (rueidis pings an idle one), the
+// supervisor takes a new dedicated connection and subscribes every channel
+// again; a confirmation for an entry that was confirmed before becomes
+// Wake{ID, All: true}, since messages may have been lost in between.
+type pubsub struct {
+	client rueidis.Client
+	ctx    context.Context // cancelled by close; bounds the supervisor's commands
+	stop   context.CancelFunc
+
+	mu      sync.Mutex
+	chans   map[string]*psEntry
+	nextKey uint64
+	started bool
+	closed  bool
+	kick    chan struct{} // capacity 1: the supervisor has work
+	closing chan struct{} // closed by close
+	done    chan struct{} // closed when the supervisor has returned
+}
+
+type psEntry struct {
+	id, channel string
+	fns         []keyedFn // copy-on-write; no fns = idle, the supervisor unsubscribes it
+	sent        bool      // SUBSCRIBE sent on the current connection
+	confirmed   bool      // confirmed at least once; ready is closed
+	err         error     // set before ready is closed when subscribing failed
+	ready       chan struct{}
+}
+
+// Reconnect delays of the supervisor.
+const (
+	minRedial = 20 * time.Millisecond
+	maxRedial = 2 * time.Second
+)
+
+func newPubsub(client rueidis.Client) *pubsub {
+	ctx, stop := context.WithCancel(context.Background())
+	return &pubsub{
+		client:  client,
+		ctx:     ctx,
+		stop:    stop,
+		chans:   make(map[string]*psEntry),
+		kick:    make(chan struct{}, 1),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+}
+
+func (s *pubsub) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *pubsub) subscribe(ctx context.Context, id, channel string, fn func(backend.Wake)) (func(), error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, backend.ErrClosed
+	}
+	if !s.started {
+		s.started = true
+		go s.supervise()
+	}
+	e := s.chans[channel]
+	if e == nil {
+		e = &psEntry{id: id, channel: channel, ready: make(chan struct{})}
+		s.chans[channel] = e
+		s.wake()
+	}
+	s.nextKey++
+	key := s.nextKey
+	e.fns = append(e.fns[:len(e.fns):len(e.fns)], keyedFn{key, fn})
+	s.mu.Unlock()
+
+	var once sync.Once
+	cancel := func() { once.Do(func() { s.unsubscribe(e, key) }) }
+	select {
+	case <-e.ready:
+		if e.err != nil {
+			cancel()
+			return nil, e.err
+		}
+		return cancel, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, ctx.Err()
+	case <-s.closing:
+		cancel()
+		return nil, backend.ErrClosed
+	}
+}
+
+func (s *pubsub) unsubscribe(e *psEntry, key uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fns := make([]keyedFn, 0, len(e.fns))
+	for _, f := range e.fns {
+		if f.key != key {
+			fns = append(fns, f)
+		}
+	}
+	e.fns = fns
+	if len(fns) == 0 && s.chans[e.channel] == e {
+		s.wake() // the supervisor unsubscribes it unless it is used again by then
+	}
+}
+
+// supervise keeps a connection and its subscriptions until close.
+func (s *pubsub) supervise() {
+	defer close(s.done)
+	delay := time.Duration(0)
+	for {
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-s.closing:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		if s.isClosing() {
+			return
+		}
+		dc, release := s.client.Dedicate()
+		errs := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: s.onMessage, OnSubscription: s.onSubscription})
+		s.mu.Lock()
+		for _, e := range s.chans {
+			e.sent = false
+		}
+		s.mu.Unlock()
+		start := time.Now()
+		err := s.serve(dc, errs)
+		dc.SetPubSubHooks(rueidis.PubSubHooks{})
+		release()
+		if s.isClosing() {
+			return
+		}
+		// Callers still waiting for a first confirmation get the error; the
+		// subscriptions already confirmed are restored on the next connection.
+		s.failUnconfirmed(err)
+		switch {
+		case time.Since(start) > maxRedial:
+			delay = minRedial
+		case delay < minRedial:
+			delay = minRedial
+		default:
+			delay = min(2*delay, maxRedial)
+		}
+	}
+}
+
+// serve sends the pending SUBSCRIBEs and UNSUBSCRIBEs until the connection
+// fails (it returns the error) or close.
+func (s *pubsub) serve(dc rueidis.DedicatedClient, errs <-chan error) error {
+	for {
+		subs, unsubs := s.pending()
+		if len(unsubs) > 0 {
+			if err := dc.Do(s.ctx, dc.B().Unsubscribe().Channel(unsubs...).Build()).Error(); err != nil {
+				return err
+			}
+		}
+		if len(subs) > 0 {
+			err := dc.Do(s.ctx, dc.B().Subscribe().Channel(subs...).Build()).Error()
+			if _, ok := rueidis.IsRedisErr(err); ok {
+				s.fail(subs, err) // refused (e.g. an ACL): the connection is fine
+			} else if err != nil {
+				return err
+			}
+		}
+		select {
+		case <-s.kick:
+		case err, ok := <-errs:
+			if !ok || err == nil {
+				err = errors.New("rueidisbackend: pub/sub connection closed")
+			}
+			return err
+		case <-s.closing:
+			return backend.ErrClosed
+		}
+	}
+}
+
+// pending returns the channels to subscribe on the current connection and
+// the idle ones to unsubscribe, which it removes from the map.
+func (s *pubsub) pending() (subs, unsubs []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch, e := range s.chans {
+		if len(e.fns) == 0 {
+			delete(s.chans, ch)
+			if e.sent {
+				unsubs = append(unsubs, ch)
+			}
+			continue
+		}
+		if !e.sent {
+			e.sent = true
+			subs = append(subs, ch)
+		}
+	}
+	return subs, unsubs
+}
+
+// fail ends the entries of channels with err.
+func (s *pubsub) fail(channels []string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range channels {
+		if e := s.chans[ch]; e != nil && !e.confirmed {
+			e.err = err
+			close(e.ready)
+			delete(s.chans, ch)
+		}
+	}
+}
+
+// failUnconfirmed ends every entry that was never confirmed with err.
+func (s *pubsub) failUnconfirmed(err error) {
+	s.mu.Lock()
+	var chs []string
+	for ch, e := range s.chans {
+		if !e.confirmed {
+			chs = append(chs, ch)
+		}
+	}
+	s.mu.Unlock()
+	s.fail(chs, err)
+}
+
+func (s *pubsub) onMessage(m rueidis.PubSubMessage) {
+	s.mu.Lock()
+	e := s.chans[m.Channel]
+	var fns []keyedFn
+	if e != nil && e.confirmed && !s.closed {
+		fns = e.fns
+	}
+	s.mu.Unlock()
+	for _, f := range fns {
+		f.fn(backend.Wake{ID: e.id, Token: m.Message})
+	}
+}
+
+func (s *pubsub) onSubscription(sub rueidis.PubSubSubscription) {
+	if sub.Kind != "subscribe" {
+		return
+	}
+	s.mu.Lock()
+	e := s.chans[sub.Channel]
+	if e == nil || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	if !e.confirmed {
+		e.confirmed = true
+		close(e.ready)
+		s.mu.Unlock()
+		return
+	}
+	// A re-subscription on a new connection.
+	fns := e.fns
+	s.mu.Unlock()
+	for _, f := range fns {
+		f.fn(backend.Wake{ID: e.id, All: true})
+	}
+}
+
+func (s *pubsub) isClosing() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// close stops the supervisor and waits for it; its connection goes back
+// to the client's pool without subscriptions.
+func (s *pubsub) close() {
+	s.mu.Lock()
+	s.closed = true
+	started := s.started
+	close(s.closing)
+	s.mu.Unlock()
+	s.stop()
+	if started {
+		<-s.done
+	}
+}
