@@ -15,6 +15,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/scripts"
 )
 
 // TestMain runs the tests against the shared redis-server and then checks
@@ -62,24 +63,48 @@ func (e *env) clientOption() rueidis.ClientOption {
 	return rueidis.ClientOption{InitAddress: []string{e.addr}, ForceSingleClient: true}
 }
 
-// counter is a rueidishook.Hook that counts the commands a client sends:
-// one per command (a script call is one), by name. Connection setup and
+// counter is a rueidishook.Hook that records the commands a client
+// sends, one round trip per Do and per DoMulti. A script call is one
+// command, named after its script ("acquire", "heartbeat", ...); anything
+// else is named after the command ("subscribe"). Connection setup and
 // rueidis's own PINGs do not go through hooks. The commands of a dedicated
-// client (the pub/sub connection) are counted too, under their names
-// (SUBSCRIBE, UNSUBSCRIBE).
+// client (the pub/sub connection) are recorded too.
 type counter struct {
 	mu    sync.Mutex
-	names []string
+	trips [][]string
 }
 
 var _ rueidishook.Hook = (*counter)(nil)
 
-func (c *counter) note(cmds ...rueidis.Completed) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, cmd := range cmds {
-		c.names = append(c.names, strings.ToLower(cmd.Commands()[0]))
+var scriptNames = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range scripts.All() {
+		m[s.SHA1] = s.Name
+		m[s.Source] = s.Name
 	}
+	return m
+}()
+
+// cmdName names one command: its script for EVALSHA and EVAL.
+func cmdName(cmd rueidis.Completed) string {
+	args := cmd.Commands()
+	name := strings.ToLower(args[0])
+	if (name == "evalsha" || name == "eval") && len(args) > 1 {
+		if n, ok := scriptNames[args[1]]; ok {
+			return n
+		}
+	}
+	return name
+}
+
+func (c *counter) note(cmds ...rueidis.Completed) {
+	trip := make([]string, len(cmds))
+	for i, cmd := range cmds {
+		trip[i] = cmdName(cmd)
+	}
+	c.mu.Lock()
+	c.trips = append(c.trips, trip)
+	c.mu.Unlock()
 }
 
 func (c *counter) Do(client rueidis.Client, ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
@@ -98,9 +123,11 @@ func (c *counter) DoCache(client rueidis.Client, ctx context.Context, cmd rueidi
 }
 
 func (c *counter) DoMultiCache(client rueidis.Client, ctx context.Context, multi ...rueidis.CacheableTTL) []rueidis.RedisResult {
-	for _, m := range multi {
-		c.note(rueidis.Completed(m.Cmd))
+	cmds := make([]rueidis.Completed, len(multi))
+	for i, m := range multi {
+		cmds[i] = rueidis.Completed(m.Cmd)
 	}
+	c.note(cmds...)
 	return client.DoMultiCache(ctx, multi...)
 }
 
@@ -119,27 +146,24 @@ func (c *counter) DoMultiStream(client rueidis.Client, ctx context.Context, mult
 	return client.DoMultiStream(ctx, multi...)
 }
 
-// take returns the commands since the last call: how many ran a script
-// (EVALSHA or EVAL), how many were anything else, and all their names.
-func (c *counter) take() (scriptCmds, otherCmds int, names string) {
+// takeTrips returns the round trips since the last take.
+func (c *counter) takeTrips() [][]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, n := range c.names {
-		if n == "evalsha" || n == "eval" {
-			scriptCmds++
-		} else {
-			otherCmds++
-		}
-	}
-	names = strings.Join(c.names, " ")
-	c.names = nil
-	return scriptCmds, otherCmds, names
+	t := c.trips
+	c.trips = nil
+	return t
 }
 
-// all returns the number of commands since the last take, and their names.
-func (c *counter) all() (int, string) {
-	s, o, names := c.take()
-	return s + o, names
+// take returns the commands and round trips since the last take, and the
+// commands' names.
+func (c *counter) take() (cmds, trips int, names string) {
+	t := c.takeTrips()
+	var all []string
+	for _, trip := range t {
+		all = append(all, trip...)
+	}
+	return len(all), len(t), strings.Join(all, " ")
 }
 
 // modes are the two ways a Backend is made in the tests: New with
