@@ -114,7 +114,14 @@ func (le *Lease) keepAlive(ctx context.Context, ttl time.Duration, stop <-chan s
 			cancel(ErrClosed)
 			return
 		case <-t.C:
-			ectx, ecancel := context.WithTimeout(ctx, every)
+			// While Extend is in flight this loop cannot see lost, so an
+			// extend must not outlive the lease: bound it by ValidUntil
+			// too, or fn's ctx would be cancelled up to ttl/3 late (S5).
+			deadline := time.Now().Add(every)
+			if vu := le.ValidUntil(); vu.Before(deadline) {
+				deadline = vu
+			}
+			ectx, ecancel := context.WithDeadline(ctx, deadline)
 			err := le.Extend(ectx, ttl)
 			ecancel()
 			if errors.Is(err, ErrNotHeld) {
