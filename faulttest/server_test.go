@@ -1,0 +1,180 @@
+package faulttest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redislocker/lock"
+	"github.com/redislocker/lock/internal/scripts"
+)
+
+// TestRedisRestart: the server is shut down (SHUTDOWN NOSAVE) and started
+// again, empty, on the same port while a holder runs Do and a waiter is
+// queued. The holder's fn context is cancelled with ErrLeaseLost (its next
+// Extend finds the lock gone) and Do returns ErrLeaseLost; the waiter
+// recovers (re-subscribes, re-checks, re-queues) and is granted; the
+// scripts, gone from the new server's cache (NOSCRIPT), are loaded again.
+//
+// Without persistence the fence counter restarts too: the waiter's fence
+// may be lower than the lost holder's (logged). That is the documented end
+// of the guarantees on a single Redis without persistence.
+func TestRedisRestart(t *testing.T) {
+	forEachAdapter(t, func(t *testing.T, a adapter) {
+		e := newEnv(t, a)
+		id := "restart"
+		const ttl = 900 * time.Millisecond
+		hl := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{})
+		inFn := make(chan uint64, 1)
+		doErr := make(chan error, 1)
+		var cause error
+		var fnEnded, validUntil time.Time
+		go func() {
+			_, err := lock.Do(context.Background(), hl, id, ttl, func(ctx context.Context) (int, error) {
+				inFn <- 0
+				<-ctx.Done()
+				fnEnded = time.Now()
+				cause = context.Cause(ctx)
+				return 0, nil
+			})
+			doErr <- err
+		}()
+		recv(t, inFn, 10*time.Second, "Do's fn started")
+		w := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{WaiterTimeout: 900 * time.Millisecond})
+		done := queuedWaiter(t, e, w, id)
+
+		e.srv.Shutdown()
+		down := time.Now()
+		// The holder's lease can be valid at most ttl after its last
+		// extend, which was before the shutdown.
+		validUntil = down.Add(ttl)
+		e.srv.Restart()
+		if r, _ := e.srv.Do("SCRIPT", "EXISTS", scripts.Acquire.SHA1); r != "*1" {
+			t.Fatalf("SCRIPT EXISTS reply %q", r)
+		}
+
+		err := recv(t, doErr, 10*time.Second, "Do returned after the restart")
+		if !errors.Is(err, lock.ErrLeaseLost) || !errors.Is(cause, lock.ErrLeaseLost) {
+			t.Errorf("S5: Do = %v, fn's ctx cause %v; want ErrLeaseLost for both", err, cause)
+		}
+		if fnEnded.After(validUntil.Add(100 * time.Millisecond)) {
+			t.Errorf("S5: fn's ctx was cancelled %v after the shutdown; the lease could not be valid past %v", fnEnded.Sub(down), ttl)
+		}
+		got := recv(t, done, 10*time.Second, "the waiter granted after the restart")
+		if !got.Acquired {
+			t.Fatal("waiter not granted after the restart")
+		}
+		t.Logf("after the restart: fn ended %v after the shutdown; waiter granted with fence %d; %d warnings",
+			fnEnded.Sub(down), got.Lease.Fence(), len(e.logs.matching("WARN")))
+		// NOSCRIPT was handled: the scripts are in the new server's cache.
+		if r, err := e.raw.ScriptExists(context.Background(), scripts.Acquire.SHA1).Result(); err != nil || !r[0] {
+			t.Errorf("the acquire script is not loaded on the restarted server: %v %v", r, err)
+		}
+		if err := got.Lease.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if left := e.keysLeft(); len(left) != 0 {
+			t.Errorf("H2: keys left after the restart and release: %v", left)
+		}
+	})
+}
+
+// TestServerStall: the server stops answering for longer than the TTL
+// (CLIENT PAUSE ALL, CLIENT PAUSE WRITE, SIGSTOP) while a holder runs Do.
+// No validity is reported past the TTL: fn's ctx is cancelled with
+// ErrLeaseLost no later than the lease's ValidUntil (measured from the
+// last extend that succeeded), and nobody else is granted before it. A
+// stall shorter than a renewal's slack leaves the lease alone: renewals
+// resume.
+func TestServerStall(t *testing.T) {
+	forEachAdapter(t, func(t *testing.T, a adapter) {
+		for _, mode := range []string{"pause-all", "pause-write", "sigstop"} {
+			t.Run(mode, func(t *testing.T) { testStall(t, a, mode, false) })
+		}
+		t.Run("short-pause-renewals-resume", func(t *testing.T) { testStall(t, a, "pause-all", true) })
+	})
+}
+
+func testStall(t *testing.T, a adapter, mode string, short bool) {
+	e := newEnv(t, a)
+	id := "stall"
+	const ttl = 600 * time.Millisecond
+	stall := 2 * ttl
+	if short {
+		stall = 150 * time.Millisecond
+	}
+	hl := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{})
+	type ended struct {
+		at    time.Time
+		cause error
+	}
+	started := make(chan struct{})
+	stallNow := make(chan struct{})
+	fnEnd := make(chan ended, 1)
+	doErr := make(chan error, 1)
+	go func() {
+		_, err := lock.Do(context.Background(), hl, id, ttl, func(ctx context.Context) (int, error) {
+			close(started)
+			<-stallNow
+			select {
+			case <-ctx.Done():
+				fnEnd <- ended{time.Now(), context.Cause(ctx)}
+			case <-time.After(stall + 3*ttl):
+				fnEnd <- ended{} // renewals kept the lease through the stall
+			}
+			return 0, nil
+		})
+		doErr <- err
+	}()
+	recv(t, started, 10*time.Second, "Do's fn started")
+
+	stallStart := time.Now()
+	switch mode {
+	case "pause-all":
+		e.srv.ClientPause(stall, "ALL")
+	case "pause-write":
+		e.srv.ClientPause(stall, "WRITE")
+	case "sigstop":
+		e.srv.Stop()
+		time.AfterFunc(stall, e.srv.Cont)
+		t.Cleanup(e.srv.Cont) // never leave it stopped
+	}
+	close(stallNow)
+	// The latest moment the holder's lease can be valid: its last extend
+	// was sent before the stall began.
+	latest := stallStart.Add(ttl)
+
+	end := recv(t, fnEnd, stall+5*ttl+5*time.Second, "fn ended")
+	err := recv(t, doErr, 10*time.Second, "Do returned")
+	if short {
+		if !end.at.IsZero() || err != nil {
+			t.Fatalf("a %v stall (TTL %v) ended the lease: fn ended %v (cause %v), Do = %v; renewals should have resumed",
+				stall, ttl, end.at.Sub(stallStart), end.cause, err)
+		}
+		return
+	}
+	if end.at.IsZero() {
+		t.Fatalf("S5: a %v stall with a %v TTL: fn's ctx never cancelled, validity reported past the TTL", stall, ttl)
+	}
+	if !errors.Is(end.cause, lock.ErrLeaseLost) || !errors.Is(err, lock.ErrLeaseLost) {
+		t.Errorf("S5: fn's ctx cause %v, Do = %v; want ErrLeaseLost", end.cause, err)
+	}
+	if end.at.After(latest.Add(100 * time.Millisecond)) {
+		t.Errorf("S2/S5: fn's ctx cancelled %v after the stall began; the lease could not be valid past %v",
+			end.at.Sub(stallStart), ttl)
+	}
+	// After the stall another client is granted, never before latest.
+	w := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{WaiterTimeout: 3 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := w.Acquire(ctx, id, ttl)
+	if err != nil || !r.Acquired {
+		t.Fatalf("after the stall: %v, acquired %v", err, r.Acquired)
+	}
+	if time.Now().Before(latest) {
+		t.Errorf("S1/S2: granted to another before the stalled holder's lease could have ended")
+	}
+	t.Logf("%s: fn cancelled %v after the stall began (TTL %v, stall %v)", mode, end.at.Sub(stallStart), ttl, stall)
+	_ = r.Lease.Release(context.Background())
+}
