@@ -1,0 +1,256 @@
+package rueidisbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/redistest"
+)
+
+// TestNewOptions: defaults, validation, and the ClientOption that New
+// builds its client from.
+func TestNewOptions(t *testing.T) {
+	e := newEnv(t)
+	var built rueidis.ClientOption
+	var userCalls atomic.Int64
+	co := e.clientOption()
+	co.OnInvalidations = func([]rueidis.RedisMessage) { userCalls.Add(1) }
+	co.ClientTrackingOptions = []string{"OPTIN"}
+	co.PipelineMultiplex = 3
+	co.DisableAutoPipelining = true
+	d, err := New(Options{ClientOption: e.clientOption()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Mode() != Tracking || d.Prefix() != DefaultPrefix || d.maxWaiters != DefaultMaxWaiters || d.purgeLimit != DefaultPurgeLimit {
+		t.Fatalf("defaults: mode %v prefix %q maxWaiters %d purgeLimit %d", d.Mode(), d.Prefix(), d.maxWaiters, d.purgeLimit)
+	}
+	d.Close()
+	b, err := New(Options{ClientOption: co, Prefix: e.prefix, ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
+		built = o
+		return rueidis.NewClient(o)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if !slices.Equal(built.ClientTrackingOptions, []string{"NOLOOP"}) || built.PipelineMultiplex != -1 ||
+		built.DisableAutoPipelining || built.AlwaysRESP2 || built.DisableCache || built.BlockingPipeline < 1<<30 {
+		t.Fatalf("the tracking client's option was not set up: tracking %v multiplex %d autopipelining off %v resp2 %v nocache %v blocking pipeline %d",
+			built.ClientTrackingOptions, built.PipelineMultiplex, built.DisableAutoPipelining, built.AlwaysRESP2, built.DisableCache, built.BlockingPipeline)
+	}
+	if b.Resolution() != time.Millisecond {
+		t.Fatalf("Resolution = %v", b.Resolution())
+	}
+	// The caller's OnInvalidations is still called.
+	mustAcquire(t, b, req("inv", "B", false)) // tracks the key
+	other, _ := e.backend(Tracking, nil)      // same prefix
+	if err := other.Release(ctx, "inv", "B"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the caller's OnInvalidations is called", func() bool { return userCalls.Load() > 0 })
+	_ = b.Release(ctx, "inv", "B")
+
+	for _, bad := range []Options{
+		{ClientOption: e.clientOption(), Prefix: "a{b"},
+		{ClientOption: e.clientOption(), MaxWaiters: -1},
+		{ClientOption: e.clientOption(), PurgeLimit: -1},
+		{ClientOption: e.clientOption(), PurgeLimit: 100001},
+		{ClientOption: rueidis.ClientOption{InitAddress: []string{e.addr}, ReplicaOnly: true}},
+		{}, // no address
+	} {
+		if b, err := New(bad); err == nil {
+			b.Close()
+			t.Errorf("New(%+v) succeeded, want an error", bad)
+		}
+	}
+	if _, err := NewWithClient(nil, nil); err == nil {
+		t.Error("NewWithClient(nil) succeeded")
+	}
+	if _, err := NewWithClient(e.raw, &Options{ClientOption: e.clientOption()}); err == nil {
+		t.Error("NewWithClient with a ClientOption succeeded")
+	}
+	nb, err := NewWithClient(e.raw, nil)
+	if err != nil || nb.Mode() != PubSub {
+		t.Fatalf("NewWithClient = %v, %v", nb, err)
+	}
+	if err := nb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.raw.Do(ctx, e.raw.B().Ping().Build()).Error(); err != nil {
+		t.Fatalf("Close closed the caller's client: %v", err)
+	}
+}
+
+// TestNewFallsBackToPubSub: when rueidis cannot build a tracking client
+// (ErrNoCache: Redis < 6 or no RESP3), New builds one with DisableCache
+// and uses pub/sub.
+func TestNewFallsBackToPubSub(t *testing.T) {
+	e := newEnv(t)
+	var calls []bool
+	b, err := New(Options{ClientOption: e.clientOption(), Prefix: e.prefix, ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
+		calls = append(calls, o.DisableCache)
+		if !o.DisableCache {
+			return nil, fmt.Errorf("HELLO: unknown command: %w", rueidis.ErrNoCache) // as a Redis 5 answers
+		}
+		return rueidis.NewClient(o)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Mode() != PubSub || !slices.Equal(calls, []bool{false, true}) {
+		t.Fatalf("mode %v after builds with DisableCache %v, want pubsub after [false true]", b.Mode(), calls)
+	}
+	w := newWakes()
+	cancel, err := b.Subscribe(ctx, "f", w.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	p, _ := e.backend(PubSub, nil)
+	mustAcquire(t, p, req("f", "P", false))
+	mustAcquire(t, b, req("f", "B", true))
+	if err := p.Release(ctx, "f", "P"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.next(t); got != (backend.Wake{ID: "f", Token: "B"}) {
+		t.Fatalf("wake = %+v", got)
+	}
+	_ = b.Leave(ctx, "f", "B")
+
+	// Any other build error is returned.
+	boom := errors.New("boom")
+	if _, err := New(Options{ClientOption: e.clientOption(), ClientBuilder: func(rueidis.ClientOption) (rueidis.Client, error) { return nil, boom }}); !errors.Is(err, boom) {
+		t.Fatalf("New with a failing builder = %v, want boom", err)
+	}
+}
+
+// TestPubSubSubscriptions: one SUBSCRIBE per id however many subscribers,
+// reference-counted; the last cancel unsubscribes; only the named head is
+// in the payload.
+func TestPubSubSubscriptions(t *testing.T) {
+	e := newEnv(t)
+	b, c := e.backend(PubSub, nil)
+	ch := b.ks.Channel("s")
+	numsub := func() int64 {
+		v, err := e.raw.Do(ctx, e.raw.B().PubsubNumsub().Channel(ch).Build()).ToArray()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := v[1].AsInt64()
+		return n
+	}
+	w1, w2 := newWakes(), newWakes()
+	c1, err := b.Subscribe(ctx, "s", w1.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if numsub() != 1 {
+		t.Fatal("Subscribe returned before the server had the subscription")
+	}
+	c2, err := b.Subscribe(ctx, "s", w2.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _, names := c.take(); n != 1 {
+		t.Fatalf("two Subscribes of one id sent %q, want one SUBSCRIBE", names)
+	}
+	e.do("PUBLISH", ch, "T")
+	if x, y := w1.next(t), w2.next(t); x != (backend.Wake{ID: "s", Token: "T"}) || y != x {
+		t.Fatalf("wakes %+v %+v", x, y)
+	}
+	c1()
+	c1() // idempotent
+	e.do("PUBLISH", ch, "U")
+	if y := w2.next(t); y.Token != "U" {
+		t.Fatalf("wake %+v", y)
+	}
+	w1.none(t, quiet/2)
+	c2()
+	eventually(t, "the last cancel unsubscribes", func() bool { return numsub() == 0 })
+	// Subscribing again works.
+	c3, err := b.Subscribe(ctx, "s", w1.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3()
+	if numsub() != 1 {
+		t.Fatal("re-Subscribe returned before the server had the subscription")
+	}
+
+	// A cancelled ctx ends a Subscribe that has not been confirmed yet.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := b.Subscribe(cctx, "other", w1.fn); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Subscribe with a cancelled ctx = %v", err)
+	}
+}
+
+// TestPubSubServerDown: Subscribe does not hang when the server is gone: it
+// returns the connection's error.
+func TestPubSubServerDown(t *testing.T) {
+	srv := redistest.Start(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	b, err := NewWithClient(client, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	srv.Stop()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := b.Subscribe(sctx, "down", func(backend.Wake) {}); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Subscribe with the server down = %v, want the connection's error before the deadline", err)
+	}
+}
+
+// TestClose: Close ends the Backend's goroutines (and, from New, its
+// client's), is reported once, and every later call returns ErrClosed.
+func TestClose(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			e := newEnv(t)
+			b, _ := e.backend(mode, nil)
+			cancel, err := b.Subscribe(ctx, "c", func(backend.Wake) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustAcquire(t, b, req("c", "A", false))
+			if err := b.Release(ctx, "c", "A"); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			if err := b.Close(); !errors.Is(err, backend.ErrClosed) {
+				t.Fatalf("second Close = %v", err)
+			}
+			if _, err := b.Acquire(ctx, req("c", "A", false)); !errors.Is(err, backend.ErrClosed) {
+				t.Fatalf("Acquire after Close = %v", err)
+			}
+			if _, err := b.Subscribe(ctx, "c", func(backend.Wake) {}); !errors.Is(err, backend.ErrClosed) {
+				t.Fatalf("Subscribe after Close = %v", err)
+			}
+			if err := b.Release(ctx, "c", "A"); !errors.Is(err, backend.ErrClosed) {
+				t.Fatalf("Release after Close = %v", err)
+			}
+			e.raw.Close() // the env's own client, so that only the Backend's goroutines are checked
+		})
+	}
+}
