@@ -130,6 +130,9 @@ func New(opts Options) (*Backend, error) {
 		client, err := build(t)
 		if err == nil {
 			b.client, b.owned, b.mode = client, true, Tracking
+			b.track.setPing(func(ctx context.Context) error {
+				return client.Do(ctx, client.B().Ping().Build()).Error()
+			})
 			return b, nil
 		}
 		if !errors.Is(err, rueidis.ErrNoCache) {
@@ -214,7 +217,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Grant{}, err
 	}
 	k, a := scripts.AcquireCall(b.ks.For(req.ID), req, b.maxWaiters, b.purgeLimit)
-	return acquireResult(b.run(ctx, scripts.Acquire, k, a))
+	return acquireResult(b.runRetry(ctx, scripts.Acquire, k, a))
 }
 
 // Release runs the release script: compare-and-delete, then wake the head.
@@ -238,7 +241,7 @@ func (b *Backend) Extend(ctx context.Context, id, token string, ttl time.Duratio
 		return err
 	}
 	k, a := scripts.ExtendCall(b.ks.For(id), token, ttl)
-	return replyErr(b.run(ctx, scripts.Extend, k, a).Error())
+	return replyErr(b.runRetry(ctx, scripts.Extend, k, a).Error())
 }
 
 // Leave runs the leave script: drop the entry, release a raced grant, wake
@@ -249,7 +252,7 @@ func (b *Backend) Leave(ctx context.Context, id, token string) error {
 		return err
 	}
 	k, a := scripts.LeaveCall(b.ks.For(id), token, b.purgeLimit)
-	changed, err := leaveResult(b.run(ctx, scripts.Leave, k, a))
+	changed, err := leaveResult(b.runRetry(ctx, scripts.Leave, k, a))
 	if changed || err != nil {
 		b.ownWrite(id, true)
 	}
@@ -449,11 +452,44 @@ func (b *Backend) run(ctx context.Context, s scripts.Script, k, a []string) ruei
 	return r
 }
 
+// runRetry is run, sent once more when it failed on a broken connection.
+// rueidis never resends a write, and a connection that broke while idle is
+// often noticed only by the next command on it; every step but Release is
+// idempotent by token (a retried acquire, enqueue, extend, leave or
+// heartbeat is a no-op or does the same again), so it is safe to resend.
+// Release is not resent: a resent release that had taken effect would
+// report ErrNotHeld.
+func (b *Backend) runRetry(ctx context.Context, s scripts.Script, k, a []string) rueidis.RedisResult {
+	r := b.run(ctx, s, k, a)
+	if retryable(ctx, r.NonRedisError()) {
+		r = b.run(ctx, s, k, a)
+	}
+	return r
+}
+
+// retryable reports whether err is a failure of the connection (not a
+// reply of the server, the caller's ctx or a closed client).
+func retryable(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && !errors.Is(err, rueidis.ErrClosing) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
 // runAll sends calls in one DoMulti of EVALSHAs and resends the ones the
 // server did not know as EVALs in a second one (a NOSCRIPT reply means the
 // call did not run). The returned error is a failure of the whole round
-// trip; the per-call replies are in the results.
+// trip; the per-call replies are in the results. Every step it batches is
+// idempotent (acquire, leave, heartbeat), so a batch that failed on a
+// broken connection is sent once more, as in runRetry.
 func (b *Backend) runAll(ctx context.Context, calls []call) ([]rueidis.RedisResult, error) {
+	res, err := b.runAllOnce(ctx, calls)
+	if retryable(ctx, err) {
+		res, err = b.runAllOnce(ctx, calls)
+	}
+	return res, err
+}
+
+// runAllOnce is runAll without the retry.
+func (b *Backend) runAllOnce(ctx context.Context, calls []call) ([]rueidis.RedisResult, error) {
 	if len(calls) == 1 {
 		c := calls[0]
 		r := b.run(ctx, c.script, c.keys, c.args)

@@ -1,7 +1,9 @@
 package rueidisbackend
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -18,15 +20,33 @@ import (
 // are lock keys nobody here waits on. A nil invalidation is rueidis telling
 // that the connection is gone or the server flushed everything: every
 // tracked key is forgotten, so every subscribed id gets Wake{ID, All: true}.
+//
+// A connection that is gone is not re-established at once: rueidis dials
+// again on the next command. The wake-up that makes every waiter re-check
+// is delivered once it can succeed: a goroutine PINGs through the client
+// (which dials a new tracking connection) until the server answers, and
+// only then delivers Wake{ID, All: true}, as the pub/sub mode does on
+// re-subscription. A re-check sent while the server is unreachable would
+// fail the waiting call instead.
 type tracker struct {
 	ks   keys.Keyspace
 	user func([]rueidis.RedisMessage) // the caller's own OnInvalidations, if any
+	ping func(context.Context) error  // set once the client exists
 
-	mu      sync.Mutex
-	byKey   map[string]*trackEntry // lock key -> entry
-	nextKey uint64
-	closed  bool
+	mu         sync.Mutex
+	byKey      map[string]*trackEntry // lock key -> entry
+	nextKey    uint64
+	closed     bool
+	recovering bool // a recover goroutine runs
+	again      bool // another nil invalidation came while it ran
+	closing    chan struct{}
+	ctx        context.Context // cancelled by close; bounds the PINGs
+	stop       context.CancelFunc
+	wg         sync.WaitGroup // the recover goroutine
 }
+
+// pingTimeout bounds one PING of the recovery.
+const pingTimeout = 5 * time.Second
 
 type trackEntry struct {
 	id  string
@@ -40,7 +60,15 @@ type keyedFn struct {
 }
 
 func newTracker(ks keys.Keyspace, user func([]rueidis.RedisMessage)) *tracker {
-	return &tracker{ks: ks, user: user, byKey: make(map[string]*trackEntry)}
+	ctx, stop := context.WithCancel(context.Background())
+	return &tracker{ks: ks, user: user, byKey: make(map[string]*trackEntry), closing: make(chan struct{}), ctx: ctx, stop: stop}
+}
+
+// setPing sets how the recovery checks that the server answers again.
+func (t *tracker) setPing(ping func(context.Context) error) {
+	t.mu.Lock()
+	t.ping = ping
+	t.mu.Unlock()
 }
 
 // subscribe registers fn for the invalidations of lockKey. It costs no
@@ -87,19 +115,7 @@ func (t *tracker) onInvalidations(msgs []rueidis.RedisMessage) {
 		t.user(msgs)
 	}
 	if msgs == nil {
-		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
-			return
-		}
-		entries := make([]*trackEntry, 0, len(t.byKey))
-		for _, e := range t.byKey {
-			entries = append(entries, e)
-		}
-		t.mu.Unlock()
-		for _, e := range entries {
-			t.deliverTo(e, backend.Wake{ID: e.id, All: true})
-		}
+		t.lost()
 		return
 	}
 	for _, m := range msgs {
@@ -113,6 +129,73 @@ func (t *tracker) onInvalidations(msgs []rueidis.RedisMessage) {
 		t.mu.Unlock()
 		if e != nil && !closed {
 			t.deliverTo(e, backend.Wake{ID: e.id})
+		}
+	}
+}
+
+// lost starts the recovery after a nil invalidation (or asks the running
+// one to check again).
+func (t *tracker) lost() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || t.ping == nil {
+		return
+	}
+	if t.recovering {
+		t.again = true
+		return
+	}
+	t.recovering = true
+	t.wg.Add(1)
+	go t.recover()
+}
+
+// recover PINGs until the server answers on a new connection, then wakes
+// every subscribed id with All.
+func (t *tracker) recover() {
+	defer t.wg.Done()
+	delay := time.Duration(0)
+	for {
+		if delay > 0 {
+			tm := time.NewTimer(delay)
+			select {
+			case <-t.closing:
+				tm.Stop()
+				return
+			case <-tm.C:
+			}
+		}
+		t.mu.Lock()
+		t.again = false
+		t.mu.Unlock()
+		ctx, cancel := context.WithTimeout(t.ctx, pingTimeout)
+		err := t.ping(ctx)
+		cancel()
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return
+		}
+		if err == nil && !t.again {
+			t.recovering = false
+			entries := make([]*trackEntry, 0, len(t.byKey))
+			for _, e := range t.byKey {
+				entries = append(entries, e)
+			}
+			t.mu.Unlock()
+			for _, e := range entries {
+				t.deliverTo(e, backend.Wake{ID: e.id, All: true})
+			}
+			return
+		}
+		t.mu.Unlock()
+		switch {
+		case err == nil:
+			delay = 0 // lost again meanwhile: ping again at once
+		case delay < minRedial:
+			delay = minRedial
+		default:
+			delay = min(2*delay, maxRedial)
 		}
 	}
 }
@@ -138,9 +221,15 @@ func (t *tracker) deliverTo(e *trackEntry, w backend.Wake) {
 	}
 }
 
+// close stops delivering and waits for the recover goroutine.
 func (t *tracker) close() {
 	t.mu.Lock()
-	t.closed = true
+	if !t.closed {
+		t.closed = true
+		close(t.closing)
+		t.stop()
+	}
 	t.byKey = make(map[string]*trackEntry)
 	t.mu.Unlock()
+	t.wg.Wait()
 }

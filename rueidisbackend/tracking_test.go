@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/faultproxy"
 	"github.com/redislocker/lock/internal/redistest"
 )
 
@@ -255,5 +256,84 @@ func TestFlushAllWakesAll(t *testing.T) {
 	e.do("FLUSHALL")
 	if got := x.next(t); got != (backend.Wake{ID: "x", All: true}) {
 		t.Fatalf("FLUSHALL woke %+v, want {ID: x, All: true}", got)
+	}
+}
+
+// TestRecoversAfterOutage: the backend's connections are cut and new ones
+// refused for a while; once the server is reachable again every subscribed
+// id gets Wake{ID, All: true} (not before: a re-check during the outage
+// would only fail), and wake-ups work again.
+func TestRecoversAfterOutage(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			e := newEnv(t)
+			p, _ := e.backend(mode, nil)
+			proxy := faultproxy.Start(t, e.addr)
+			co := e.clientOption()
+			co.InitAddress = []string{proxy.Addr()}
+			w, _ := e.backend(mode, &Options{ClientOption: co})
+			x := newWakes()
+			cancel, err := w.Subscribe(ctx, "x", x.fn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cancel()
+			mustAcquire(t, p, req("x", "P", false))
+			mustAcquire(t, w, req("x", "W", true))
+			proxy.Refuse(true)
+			proxy.CutAll()
+			if err := p.Release(ctx, "x", "P"); err != nil { // nobody hears it
+				t.Fatal(err)
+			}
+			x.none(t, 3*quiet) // the outage: no wake-up while nothing would succeed
+			proxy.Refuse(false)
+			if got := x.next(t); got != (backend.Wake{ID: "x", All: true}) {
+				t.Fatalf("after the outage x got %+v, want {ID: x, All: true}", got)
+			}
+			var g backend.Grant
+			eventually(t, "a step succeeds after the outage", func() bool {
+				var err error
+				g, err = w.Acquire(ctx, req("x", "W", true))
+				return err == nil
+			})
+			if !g.Acquired {
+				t.Fatalf("re-check after the outage = %+v, want granted", g)
+			}
+			_ = w.Release(ctx, "x", "W")
+		})
+	}
+}
+
+// TestStepResentAfterCut: a connection cut while idle is often noticed by
+// the next command on it only; the backend resends an idempotent step once
+// (rueidis never resends a write), so the caller does not see the error.
+func TestStepResentAfterCut(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			e := newEnv(t)
+			proxy := faultproxy.Start(t, e.addr)
+			co := e.clientOption()
+			co.InitAddress = []string{proxy.Addr()}
+			co.PipelineMultiplex = -1 // one command connection (New keeps it for Tracking anyway)
+			w, c := e.backend(mode, &Options{ClientOption: co})
+			mustAcquire(t, w, req("r", "W", false))
+			if proxy.CutAll() == 0 {
+				t.Fatal("nothing to cut")
+			}
+			c.take()
+			if err := w.Extend(ctx, "r", "W", time.Minute); err != nil {
+				t.Fatalf("Extend after a cut = %v, want it resent on a new connection", err)
+			}
+			_, _, names := c.take()
+			t.Logf("sent: %s", names)
+			if mode == PubSub && names != "extend extend" {
+				// Nothing reads an idle command connection in PubSub mode:
+				// the first EVALSHA finds the cut.
+				t.Fatalf("sent %q, want the extend twice (the first on the cut connection)", names)
+			}
+			if err := w.Release(ctx, "r", "W"); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
