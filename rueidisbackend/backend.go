@@ -59,14 +59,16 @@ const (
 type Mode int
 
 const (
-	// Tracking: client-side-caching invalidations of the lock keys, on the
-	// Backend's own connection (CLIENT TRACKING ON NOLOOP, RESP3).
+	// Tracking wakes waiters by client-side-caching invalidations of the
+	// lock keys, on the Backend's own connection (CLIENT TRACKING ON
+	// NOLOOP, RESP3).
 	Tracking Mode = iota + 1
-	// PubSub: the scripts' PUBLISH of the head's token, on one dedicated
-	// pub/sub connection of the client.
+	// PubSub wakes waiters by the scripts' PUBLISH of the head's token, on
+	// one dedicated pub/sub connection of the client.
 	PubSub
 )
 
+// String returns "tracking" or "pubsub".
 func (m Mode) String() string {
 	switch m {
 	case Tracking:

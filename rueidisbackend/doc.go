@@ -1,2 +1,124 @@
-// Package rueidisbackend is the rueidis adapter of the lock package.
+// Package rueidisbackend is the rueidis adapter of the lock package: a
+// [backend.Backend] on one Redis deployment, built from the same Lua
+// scripts as redisbackend (internal/scripts), whose waiters are woken by
+// client-side-caching invalidations (CLIENT TRACKING) or, with caching
+// off, by pub/sub. It needs Redis 5 or newer; tracking needs Redis 6 or
+// newer with RESP3.
+//
+//	b, err := rueidisbackend.New(rueidisbackend.Options{
+//		ClientOption: rueidis.ClientOption{InitAddress: []string{"localhost:6379"}},
+//	})
+//	...
+//	locker := lock.New(b, nil)
+//	defer locker.Close() // closes b, which closes the client it built
+//
+// # Why the Backend builds its client
+//
+// rueidis attaches the invalidation callback (ClientOption.OnInvalidations)
+// and the tracking mode when a client is built, so a Backend that wakes
+// waiters by invalidations builds its own client, like rueidislock does:
+// [New] takes a rueidis.ClientOption and an optional ClientBuilder (to wrap
+// the client with hooks or tracing). [NewWithClient] takes a client you
+// built and keep; it cannot track, so it uses pub/sub.
+//
+// # Tracking mode (the default of New)
+//
+// New builds the client with CLIENT TRACKING ON NOLOOP (default mode: every
+// key a command reads is tracked) and one connection per Redis node
+// (PipelineMultiplex -1, auto-pipelining on, no blocking pool): every step
+// runs on the connection whose invalidations the Backend hears.
+//
+//   - No missed wake-up: the acquire script reads the lock key in the same
+//     atomic step as a failed try, on that connection. From its reply on,
+//     any change of the key by another connection (release, expiry, a new
+//     grant, an extend) is pushed to the connection after that reply. The
+//     core subscribes before that step, so Subscribe only registers the
+//     callback (no command) and the push finds it.
+//   - Which ids: an invalidation names keys; the lock key of a subscribed id
+//     becomes Wake{ID: id} (no token: an invalidation cannot name the head,
+//     so the core wakes its earliest local waiter of the id). Queue keys,
+//     which the scripts also read, and ids nobody here waits on are
+//     ignored. Waiters of other ids are never woken.
+//   - NOLOOP: the connection is not told of its own writes, so a holder's
+//     extend or release never comes back to it (no self-wake loop; a test
+//     counts exactly one command per extend). But Redis also stops tracking
+//     a key for the connection that wrote it. The Backend never depends on
+//     hearing its own writes: the acquire script (on a grant) and the extend
+//     script read the key again after writing it, so it stays tracked and
+//     the expiry of the Backend's own lease still reaches its own waiters;
+//     after its own Release it wakes its own waiters of the id itself
+//     (Wake{ID}), and after a Leave that removed something, all of them
+//     (Wake{ID, All: true}: the leaver may be the earliest one). On Redis
+//     before 7.0.5, scripts ignore NOLOOP: the Backend then hears its own
+//     writes, which costs at most one extra re-check per write while this
+//     Backend has waiters of the id, never a loop.
+//   - A lost connection or FLUSHALL: rueidis reports it as a nil
+//     invalidation ("everything"). The Backend then PINGs through the client
+//     (which dials a new tracking connection) until the server answers, and
+//     only then delivers Wake{ID, All: true} for every subscribed id, so
+//     that every waiter re-checks, and tracks again, on the new connection.
+//
+// What tracking does not report: a change of the queue's head while the lock
+// stays free (a head that leaves or dies right after a release). The next
+// head finds out by its own heartbeat (Ready), within WaiterTimeout/3 (plus
+// WaiterTimeout for a dead head to be purged), as with a lost pub/sub
+// message. And every change of the lock key wakes one waiter per process
+// that waits on the id, including a holder's extend: one extra step per
+// waiting process per extend, where pub/sub wakes the head only.
+//
+// # PubSub mode (ClientOption.DisableCache, NewWithClient, or no tracking)
+//
+// With ClientOption.DisableCache, with NewWithClient, or when rueidis
+// reports rueidis.ErrNoCache while New builds the tracking client (Redis <
+// 6, or no RESP3, e.g. some proxies and managed services; New then builds
+// the client again with DisableCache), the Backend uses the scripts'
+// PUBLISH of the head's token: one dedicated connection from the client's
+// pool, shared by every id and reference-counted per channel. Subscribe
+// returns once the server confirmed the SUBSCRIBE. One goroutine sends
+// every SUBSCRIBE and UNSUBSCRIBE in order; when the connection breaks it
+// takes a new one and subscribes again, and each re-confirmed channel
+// becomes Wake{ID, All: true}. [Backend.Mode] tells which mode is in use.
+//
+// # Keys
+//
+// As redisbackend: every key of an id shares one hash tag, so each step is
+// one script on one slot (Cluster works). "<prefix>{<enc(id)>}:<suffix>":
+// lock (the holder's token; TTL = the lease, relative PX), q and dl (the
+// queue and its deadlines; at least 3 x the longest WaiterTimeout), n (the
+// fence and ticket counters: the one key that stays), wake (the pub/sub
+// channel). The prefix, by default "lock:", may not contain '{' or '}'.
+//
+// # Steps and their cost
+//
+// Each step is one EVALSHA (EVAL once more when the server lost the
+// script), counted by the package's tests with a rueidishook hook, the same
+// in both modes and as in redisbackend:
+//
+//   - Acquire, Release, Extend, Leave: 1 command each. Uncontended
+//     Acquire + Release through lock.Locker: 2.
+//   - A contended acquisition in steady state: its enqueue, the holder's
+//     release and its grant: 3.
+//   - Heartbeat: 1 command per id, all in one round trip; an idle waiter
+//     sends nothing else (one batched round trip per WaiterTimeout/3).
+//   - AcquireBatch, LeaveBatch: 1 command per request, one round trip.
+//   - Subscribe: nothing in Tracking mode; in PubSub mode one SUBSCRIBE on
+//     the pub/sub connection for an id not yet subscribed.
+//   - A waiting process in Tracking mode also re-checks (1 command) on each
+//     change of the lock key by another process: a grant ahead of it, a
+//     release, an extend, an expiry.
+//
+// rueidis never resends a write, and a connection that broke while idle is
+// often noticed only by the next command on it. Every step but Release is
+// idempotent by token, so a step that failed on a broken connection is
+// sent once more; Release is not (a resent release that had taken effect
+// would report ErrNotHeld).
+//
+// # What Redis can and cannot promise
+//
+// One Redis server without persistence loses every lock, queue and fence
+// counter on restart; with asynchronous replicas a failover can grant a lock
+// twice and move fences backwards. Fences and tickets are exact up to 2^53.
+// Tracking and pub/sub are tested on a single server; on Cluster each
+// node's connection tracks the keys of its slots and a lost connection to
+// any node wakes every waiter, but neither mode is tested there.
 package rueidisbackend

@@ -69,9 +69,15 @@ func (e *env) clientOption() rueidis.ClientOption {
 // else is named after the command ("subscribe"). Connection setup and
 // rueidis's own PINGs do not go through hooks. The commands of a dedicated
 // client (the pub/sub connection) are recorded too.
+//
+// SUBSCRIBE and UNSUBSCRIBE (PubSub mode's own connection, which the
+// supervisor drives on its own schedule) are kept apart, in subs: the step
+// counts leave them out, as redisbackend's counts leave out its pub/sub
+// connection.
 type counter struct {
 	mu    sync.Mutex
 	trips [][]string
+	subs  []string
 }
 
 var _ rueidishook.Hook = (*counter)(nil)
@@ -98,13 +104,20 @@ func cmdName(cmd rueidis.Completed) string {
 }
 
 func (c *counter) note(cmds ...rueidis.Completed) {
-	trip := make([]string, len(cmds))
-	for i, cmd := range cmds {
-		trip[i] = cmdName(cmd)
-	}
+	var trip []string
 	c.mu.Lock()
-	c.trips = append(c.trips, trip)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	for _, cmd := range cmds {
+		switch n := cmdName(cmd); n {
+		case "subscribe", "unsubscribe":
+			c.subs = append(c.subs, n)
+		default:
+			trip = append(trip, n)
+		}
+	}
+	if len(trip) > 0 {
+		c.trips = append(c.trips, trip)
+	}
 }
 
 func (c *counter) Do(client rueidis.Client, ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
@@ -153,6 +166,16 @@ func (c *counter) takeTrips() [][]string {
 	t := c.trips
 	c.trips = nil
 	return t
+}
+
+// takeSubs returns the SUBSCRIBE and UNSUBSCRIBE commands since the last
+// call.
+func (c *counter) takeSubs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.subs
+	c.subs = nil
+	return s
 }
 
 // take returns the commands and round trips since the last take, and the
