@@ -1,0 +1,406 @@
+// Command lockbench runs the lock library's benchmarks against one Redis,
+// side by side with go-redsync/redsync, bsm/redislock and
+// rueidis/rueidislock, and writes a table, raw results and charts.
+//
+//	cd benchmarks && go run . [-quick] [-redis ADDR] [-out DIR] [-only REGEXP] [-cpuprofile FILE]
+//
+// Without -redis (or REDIS_ADDR) it starts its own redis-server on a free
+// loopback port. See README.md for what each scenario measures.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run is main, testable: it returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lockbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "CI smoke run: small counts, a few seconds; asserts nothing about speed")
+	addr := fs.String("redis", os.Getenv("REDIS_ADDR"), "Redis address (default $REDIS_ADDR; empty: start a redis-server)")
+	out := fs.String("out", "", "directory for results.json, results.csv, table.md and the SVG charts (default results, or results-quick with -quick)")
+	only := fs.String("only", "", "run only the scenarios whose \"scenario/library\" name matches this regexp (the floor always runs)")
+	note := fs.String("note", "", "free text for the run's header (e.g. the library's commit)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run (this process: clients and lock libraries) to this file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *out == "" {
+		*out = "results"
+		if *quick {
+			*out = "results-quick"
+		}
+	}
+	var filter *regexp.Regexp
+	if *only != "" {
+		var err error
+		if filter, err = regexp.Compile(*only); err != nil {
+			fmt.Fprintln(stderr, "lockbench: -only:", err)
+			return 2
+		}
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(stderr, "lockbench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "lockbench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cfg := fullConfig()
+	if *quick {
+		cfg = quickConfig()
+	}
+
+	own := false
+	if *addr == "" {
+		srv, err := startServer()
+		if err != nil {
+			fmt.Fprintln(stderr, "lockbench:", err)
+			return 1
+		}
+		defer srv.Stop()
+		*addr, own = srv.Addr, true
+		fmt.Fprintln(stderr, "started redis-server at", *addr)
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sig)
+		go func() {
+			if _, ok := <-sig; ok {
+				srv.Stop()
+				os.Exit(130)
+			}
+		}()
+	}
+	res, err := runAll(cfg, *addr, own, filter, strings.Join(append([]string{"go run ."}, args...), " "), stderr)
+	if res == nil {
+		fmt.Fprintln(stderr, "lockbench:", err)
+		return 1
+	}
+	res.Meta.Note = *note
+	if werr := writeResults(*out, res); werr != nil {
+		fmt.Fprintln(stderr, "lockbench:", werr)
+		return 1
+	}
+	fmt.Fprint(stdout, markdown(res))
+	fmt.Fprintf(stderr, "wrote %s/{results.json,results.csv,table.md,*.svg}\n", *out)
+	if err != nil {
+		fmt.Fprintln(stderr, "lockbench: some scenarios failed:", err)
+		return 1
+	}
+	return 0
+}
+
+type task struct {
+	name string
+	run  func() (string, error)
+}
+
+// runAll runs every scenario in order, printing progress to w. It returns
+// the results (nil only when nothing could run) and the scenarios' errors.
+func runAll(cfg config, addr string, own bool, filter *regexp.Regexp, command string, w io.Writer) (*Results, error) {
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	ver, err := redisVersion(ctx, admin)
+	if err != nil {
+		return nil, fmt.Errorf("redis at %s: %w", addr, err)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	r := &runner{cfg: cfg, addr: addr, prefix: "lockbench:" + hex.EncodeToString(b[:]) + ":", admin: admin}
+	res := &Results{Meta: newMeta(cfg, command, ver, own)}
+	table := libs()
+	res.Libs = make([]LibInfo, len(table))
+	for i, l := range table {
+		res.Libs[i] = LibInfo{Name: l.Name, Ours: l.Ours, Setting: l.Setting}
+	}
+
+	var tasks []task
+	add := func(name string, fn func() (string, error)) { tasks = append(tasks, task{name, fn}) }
+	selected := func(scenario string, l lib) bool {
+		return filter == nil || filter.MatchString(scenario+"/"+l.Name)
+	}
+	var pings []float64
+	var startMean, startP50, endMean, rtt float64
+	add("floor/start", func() (string, error) {
+		var err error
+		startMean, startP50, err = r.pingGoRedis(ctx, cfg.FloorDur)
+		if err != nil {
+			return "", err
+		}
+		pings = append(pings, startMean)
+		res.Floor.RueidisPingUs, err = r.pingRueidis(ctx)
+		return fmt.Sprintf("PING %.1f µs (go-redis, mean), %.1f µs (rueidis)", startMean, res.Floor.RueidisPingUs), err
+	})
+	roundPing := func(name string) {
+		add(name, func() (string, error) {
+			m, _, err := r.pingGoRedis(ctx, cfg.RoundPing)
+			rtt = m
+			pings = append(pings, m)
+			return fmt.Sprintf("PING %.1f µs", m), err
+		})
+	}
+	roundErrs := map[string]error{} // scenario/lib -> its first error
+
+	// Uncontended, in rounds over the libraries.
+	uncRounds := map[string][]uncRound{}
+	var uncLibs []lib
+	for _, l := range table {
+		if selected("uncontended", l) {
+			uncLibs = append(uncLibs, l)
+		}
+	}
+	for round := 1; len(uncLibs) > 0 && round <= cfg.UncRounds; round++ {
+		roundPing(fmt.Sprintf("uncontended round %d/%d: floor", round, cfg.UncRounds))
+		for _, l := range uncLibs {
+			key := "uncontended/" + l.Name
+			add(fmt.Sprintf("%s (%d/%d)", key, round, cfg.UncRounds), func() (string, error) {
+				if roundErrs[key] != nil {
+					return "skipped after an error", nil
+				}
+				rd, err := r.uncontendedRound(l)
+				if err != nil {
+					roundErrs[key] = err
+					return "", err
+				}
+				rd.rtt = rtt
+				uncRounds[l.Name] = append(uncRounds[l.Name], rd)
+				return fmt.Sprintf("%s cycles/s, %.1f client cmds/cycle", num(float64(rd.n)/rd.secs), rd.c.ClientCmds/float64(rd.n)), nil
+			})
+		}
+	}
+
+	// Contended, per hold, in rounds over the Redis libraries.
+	contRounds := map[string][]contRound{} // hold/lib -> rounds
+	for _, h := range cfg.Holds {
+		scenario := "contended-" + holdName(h)
+		var ls []lib
+		for _, l := range table {
+			if l.Redis && selected(scenario, l) {
+				ls = append(ls, l)
+			}
+		}
+		for round := 1; len(ls) > 0 && round <= cfg.ContRounds; round++ {
+			roundPing(fmt.Sprintf("%s round %d/%d: floor", scenario, round, cfg.ContRounds))
+			for _, l := range ls {
+				key := scenario + "/" + l.Name
+				add(fmt.Sprintf("%s (%d/%d)", key, round, cfg.ContRounds), func() (string, error) {
+					if roundErrs[key] != nil {
+						return "skipped after an error", nil
+					}
+					rd, err := r.contendedRound(l, h)
+					if err != nil {
+						roundErrs[key] = err
+						return "", err
+					}
+					rd.rtt = rtt
+					contRounds[key] = append(contRounds[key], rd)
+					n := rd.acq()
+					return fmt.Sprintf("%s acq/s, min/max %d/%d, %.1f client cmds/acq", num(float64(n)/rd.secs),
+						slices.Min(rd.perWorker), slices.Max(rd.perWorker), rd.c.ClientCmds/float64(n)), nil
+				})
+			}
+		}
+	}
+
+	// Idle waiters: one window each (command counts do not depend on load).
+	procsList := []int{cfg.IdleWaiters}
+	if cfg.IdleShared {
+		procsList = append(procsList, 1)
+	}
+	for _, procs := range procsList {
+		scenario := fmt.Sprintf("idle-%dprocs", procs)
+		for _, l := range table {
+			if !l.Redis || !selected(scenario, l) {
+				continue
+			}
+			add(scenario+"/"+l.Name, func() (string, error) {
+				i, err := r.idle(l, procs)
+				if err != nil {
+					i.Err = err.Error()
+				}
+				res.Idle = append(res.Idle, i)
+				return fmt.Sprintf("%s client cmds/s per waiter", num(i.ClientCmdsPerSec)), err
+			})
+		}
+	}
+	for _, l := range table {
+		if !l.Ours || !l.Redis || !selected("acquiremany", l) {
+			continue
+		}
+		add("acquiremany/"+l.Name, func() (string, error) {
+			m, err := r.many(l, func(string) {})
+			if err != nil {
+				m.Err = err.Error()
+			}
+			res.Many = append(res.Many, m)
+			return fmt.Sprintf("%d ids, %d rounds: AcquireMany %.3f s, loop %.3f s: %.1fx", m.N, m.Rounds, m.ManySeconds, m.LoopSeconds, m.Ratio), err
+		})
+	}
+	add("floor/end", func() (string, error) {
+		var err error
+		endMean, _, err = r.pingGoRedis(ctx, cfg.FloorDur)
+		if err == nil {
+			pings = append(pings, endMean)
+		}
+		return fmt.Sprintf("PING %.1f µs (go-redis, mean)", endMean), err
+	})
+
+	var errs []error
+	start := time.Now()
+	for i, t := range tasks {
+		fmt.Fprintf(w, "[%2d/%d] %-40s ", i+1, len(tasks), t.name)
+		t0 := time.Now()
+		summary, err := t.run()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", t.name, err))
+			fmt.Fprintf(w, "ERROR: %v (%.1fs)\n", err, time.Since(t0).Seconds())
+			continue
+		}
+		fmt.Fprintf(w, "%s (%.1fs)\n", summary, time.Since(t0).Seconds())
+	}
+	res.Meta.Seconds = time.Since(start).Seconds()
+	res.Meta.LoadAfter = loadavg()
+	if !own {
+		if err := cleanup(ctx, admin, r.prefix); err != nil {
+			errs = append(errs, fmt.Errorf("cleanup of %s*: %w", r.prefix, err))
+		}
+	}
+	if startMean == 0 || endMean == 0 {
+		return res, errors.Join(append(errs, errors.New("no floor measured"))...)
+	}
+	res.Floor.PingStartUs, res.Floor.PingEndUs, res.Floor.PingP50Us = startMean, endMean, startP50
+	res.Floor.PingsUs = pings
+	res.Floor.PingUs = median(pings)
+	for _, l := range table {
+		key := "uncontended/" + l.Name
+		if rounds, err := uncRounds[l.Name], roundErrs[key]; len(rounds) > 0 || err != nil {
+			u := aggregateUnc(l.Name, rounds)
+			if err != nil {
+				u.Err = err.Error()
+			}
+			res.Uncontended = append(res.Uncontended, u)
+		}
+	}
+	for _, h := range cfg.Holds {
+		for _, l := range table {
+			key := "contended-" + holdName(h) + "/" + l.Name
+			if rounds, err := contRounds[key], roundErrs[key]; len(rounds) > 0 || err != nil {
+				c := aggregateCont(l.Name, h, cfg.Workers, res.Floor.PingUs, rounds)
+				if err != nil {
+					c.Err = err.Error()
+				}
+				res.Contended = append(res.Contended, c)
+			}
+		}
+	}
+	finish(res)
+	return res, errors.Join(errs...)
+}
+
+func holdName(h time.Duration) string {
+	if h == 0 {
+		return "hold0"
+	}
+	return "hold" + strings.ReplaceAll(h.String(), "µ", "u")
+}
+
+func redisVersion(ctx context.Context, c *redis.Client) (string, error) {
+	txt, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(txt, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v, nil
+		}
+	}
+	return "?", nil
+}
+
+// cleanup removes this run's keys from a server the tool did not start.
+func cleanup(ctx context.Context, c *redis.Client, prefix string) error {
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == 1000 {
+			if err := c.Unlink(ctx, batch...).Err(); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		if err := c.Unlink(ctx, batch...).Err(); err != nil {
+			return err
+		}
+	}
+	return iter.Err()
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func newMeta(cfg config, command, redisVersion string, own bool) Meta {
+	return Meta{
+		Date:         time.Now().UTC().Format(time.RFC3339),
+		Command:      command,
+		Quick:        cfg.Quick,
+		GoVersion:    runtime.Version(),
+		OS:           runtime.GOOS + "/" + runtime.GOARCH,
+		CPUs:         runtime.NumCPU(),
+		CPU:          cpuModel(),
+		RedisVersion: redisVersion,
+		OwnServer:    own,
+		LoadBefore:   loadavg(),
+		Config:       cfg,
+	}
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestQuickRun runs the tool's quick mode end to end, as CI's smoke test:
+// every scenario against a redis-server of its own (or REDIS_ADDR), and
+// checks that it finishes without errors and writes its files. It asserts
+// nothing about speed.
+func TestQuickRun(t *testing.T) {
+	if os.Getenv("REDIS_ADDR") == "" && os.Getenv("REDIS_SERVER") == "" {
+		if _, err := exec.LookPath("redis-server"); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("no redis-server (CI is set, so this fails instead of skipping): %v", err)
+			}
+			t.Skipf("no redis-server, skipping (set REDIS_ADDR or install redis-server): %v", err)
+		}
+	}
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-quick", "-out", dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("lockbench -quick exited %d:\n%s", code, stderr.String())
+	}
+	t.Log(stderr.String())
+
+	var res Results
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatalf("results.json: %v", err)
+	}
+	if res.Floor.PingUs <= 0 {
+		t.Errorf("no floor: %+v", res.Floor)
+	}
+	want := map[string]bool{}
+	for _, l := range libs() {
+		want[l.Name] = true
+	}
+	for _, u := range res.Uncontended {
+		if u.Err != "" || u.Cycles == 0 {
+			t.Errorf("uncontended %s: %d cycles, error %q", u.Lib, u.Cycles, u.Err)
+		}
+		delete(want, u.Lib)
+	}
+	for name := range want {
+		t.Errorf("uncontended: no result for %s", name)
+	}
+	redisLibs := len(libs()) - 1 // all but the memory backend
+	if got, w := len(res.Contended), 2*redisLibs; got != w {
+		t.Errorf("%d contended results, want %d", got, w)
+	}
+	for _, c := range res.Contended {
+		if c.Err != "" || c.Acquisitions == 0 {
+			t.Errorf("contended %s hold %v ms: %d acquisitions, error %q", c.Lib, c.HoldMs, c.Acquisitions, c.Err)
+		}
+	}
+	if len(res.Idle) != redisLibs {
+		t.Errorf("%d idle results, want %d", len(res.Idle), redisLibs)
+	}
+	for _, i := range res.Idle {
+		if i.Err != "" {
+			t.Errorf("idle %s: %s", i.Lib, i.Err)
+		}
+	}
+	if len(res.Many) == 0 {
+		t.Error("no AcquireMany result")
+	}
+	for _, m := range res.Many {
+		if m.Err != "" || m.Ratio <= 0 {
+			t.Errorf("AcquireMany %s: ratio %v, error %q", m.Lib, m.Ratio, m.Err)
+		}
+	}
+	if len(res.Targets) == 0 {
+		t.Error("no targets evaluated")
+	}
+	if !strings.Contains(stdout.String(), "| ours/go-redis |") {
+		t.Errorf("the printed table has no row for ours/go-redis:\n%s", stdout.String())
+	}
+	for _, f := range []string{"results.csv", "table.md", "summary.svg", "uncontended.svg", "contended-hold1ms.svg", "idle.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if strings.HasSuffix(f, ".svg") {
+			if err := wellFormed(b); err != nil {
+				t.Errorf("%s is not well-formed XML: %v", f, err)
+			}
+		}
+	}
+}
+
+func wellFormed(b []byte) error {
+	d := xml.NewDecoder(bytes.NewReader(b))
+	for {
+		_, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func TestCommandClassification(t *testing.T) {
+	for _, name := range []string{"ping", "subscribe", "unsubscribe", "client|setinfo", "client|tracking", "hello", "PING"} {
+		if !isConnLevel(name) {
+			t.Errorf("isConnLevel(%q) = false", name)
+		}
+	}
+	for _, name := range []string{"evalsha", "eval", "set", "get", "publish", "zadd"} {
+		if isConnLevel(name) {
+			t.Errorf("isConnLevel(%q) = true", name)
+		}
+	}
+}
+
+func TestStats(t *testing.T) {
+	if got := median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median = %v", got)
+	}
+	if got := median([]float64{4, 1, 2, 3}); got != 2.5 {
+		t.Errorf("median = %v", got)
+	}
+	s := make([]int64, 100)
+	for i := range s {
+		s[i] = int64(100 - i)
+	}
+	if got := pct(s, 0.99); got != 99 {
+		t.Errorf("p99 = %v", got)
+	}
+	if got := pct(s, 0.5); got != 50 {
+		t.Errorf("p50 = %v", got)
+	}
+	if got := num(1234567); got != "1,234,567" {
+		t.Errorf("num = %q", got)
+	}
+}

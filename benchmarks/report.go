@@ -1,0 +1,500 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Results is everything one run measured; results.json holds it.
+type Results struct {
+	Meta        Meta
+	Libs        []LibInfo
+	Floor       Floor
+	Uncontended []Uncontended
+	Contended   []Contended
+	Idle        []Idle
+	Many        []Many
+	Targets     []Target
+}
+
+// Meta describes the run.
+type Meta struct {
+	Date         string
+	Command      string
+	Note         string `json:",omitempty"`
+	Quick        bool
+	GoVersion    string
+	OS           string
+	CPUs         int
+	CPU          string
+	RedisVersion string
+	OwnServer    bool   // the tool started the server (its counters see only this run)
+	LoadBefore   string // /proc/loadavg: other work on the machine
+	LoadAfter    string
+	Seconds      float64
+	Config       config
+}
+
+// LibInfo is one entry of the library table.
+type LibInfo struct {
+	Name    string
+	Ours    bool
+	Setting string
+}
+
+// Target is one performance target of issue 5 for one of our adapters.
+type Target struct {
+	Adapter  string
+	Target   string
+	Measured string
+	Met      bool
+	Value    float64
+}
+
+// finish fills the floor's cycle rate and evaluates the targets.
+func finish(res *Results) {
+	res.Floor.CycleFloor = 1e6 / (2 * res.Floor.PingUs)
+	for i := range res.Uncontended {
+		if res.Uncontended[i].Lib == "ours/memory" {
+			res.Uncontended[i].XFloor = 0
+		}
+	}
+	res.Targets = targets(res)
+}
+
+func (res *Results) lib(name string) LibInfo {
+	for _, l := range res.Libs {
+		if l.Name == name {
+			return l
+		}
+	}
+	return LibInfo{Name: name}
+}
+
+func (res *Results) isPeer(name string) bool { return !res.lib(name).Ours }
+
+func (res *Results) unc(name string) *Uncontended {
+	for i := range res.Uncontended {
+		if res.Uncontended[i].Lib == name && res.Uncontended[i].Err == "" {
+			return &res.Uncontended[i]
+		}
+	}
+	return nil
+}
+
+func (res *Results) cont(name string, holdMs float64) *Contended {
+	for i := range res.Contended {
+		c := &res.Contended[i]
+		if c.Lib == name && c.HoldMs >= holdMs-0.01 && c.HoldMs <= holdMs+0.01 && c.Err == "" {
+			return c
+		}
+	}
+	return nil
+}
+
+func (res *Results) idle(name string, procs int) *Idle {
+	for i := range res.Idle {
+		if res.Idle[i].Lib == name && res.Idle[i].Procs == procs && res.Idle[i].Err == "" {
+			return &res.Idle[i]
+		}
+	}
+	return nil
+}
+
+func (res *Results) many(name string) *Many {
+	for i := range res.Many {
+		if res.Many[i].Lib == name && res.Many[i].Err == "" {
+			return &res.Many[i]
+		}
+	}
+	return nil
+}
+
+// targets evaluates issue 5's targets for each of our Redis adapters.
+func targets(res *Results) []Target {
+	var ts []Target
+	for _, l := range res.Libs {
+		if !l.Ours || l.Name == "ours/memory" {
+			continue
+		}
+		a := l.Name
+		add := func(target string, value float64, met bool, format string, args ...any) {
+			ts = append(ts, Target{Adapter: a, Target: target, Measured: fmt.Sprintf(format, args...), Met: met, Value: value})
+		}
+		if u := res.unc(a); u != nil {
+			add("uncontended >= 0.9x the 2-RTT floor", u.XFloor, u.XFloor >= 0.9, "%.2fx (%s of %s cycles/s)", u.XFloor, num(u.PerSec), num(res.Floor.CycleFloor))
+			best, bestName := 0.0, ""
+			for _, p := range res.Uncontended {
+				if res.isPeer(p.Lib) && p.Err == "" && p.PerSec > best {
+					best, bestName = p.PerSec, p.Lib
+				}
+			}
+			if best > 0 {
+				add("uncontended ahead of every peer", u.PerSec/best, u.PerSec > best, "%.2fx the fastest peer (%s, %s cycles/s)", u.PerSec/best, bestName, num(best))
+			}
+		}
+		if c := res.cont(a, 1); c != nil {
+			add("contended (8 workers, hold 1 ms) >= 0.9x the floor", c.XFloor, c.XFloor >= 0.9, "%.2fx (%s of %s acq/s; floor = 1/(hold %.0f µs + 2 RTT))", c.XFloor, num(c.PerSec), num(c.Floor), c.MeanHoldUs)
+			add("contended p99 wait <= 10 ms", c.WaitP99Ms, c.WaitP99Ms <= 10, "%.1f ms (p50 %.1f, max %.1f)", c.WaitP99Ms, c.WaitP50Ms, c.WaitMaxMs)
+			add("contended min/max acquisitions per worker >= 0.9", c.Fairness, c.Fairness >= 0.9, "%.2f (%d/%d)", c.Fairness, c.MinPerWorker, c.MaxPerWorker)
+			add("<= 3 client commands per contended acquisition", c.ClientCmds, c.ClientCmds <= 3.0001, "%.2f (%s)", c.ClientCmds, topCommands(c.Cost, c.Acquisitions))
+			var parts []string
+			met, any := true, false
+			worst := 0.0
+			for _, peer := range []string{"rueidislock", "rueidislock/tuned"} {
+				if p := res.cont(peer, 1); p != nil && p.ServerCPUUs > 0 {
+					r := c.ServerCPUUs / p.ServerCPUUs
+					any = true
+					met = met && r <= 0.5
+					worst = math.Max(worst, r)
+					parts = append(parts, fmt.Sprintf("%.2fx %s's %.0f µs", r, peer, p.ServerCPUUs))
+				}
+			}
+			if any {
+				add("Redis CPU per contended acquisition <= 0.5x rueidislock's", worst, met, "%.0f µs: %s", c.ServerCPUUs, strings.Join(parts, ", "))
+			}
+		}
+		if c := res.cont(a, 0); c != nil {
+			best, bestName, bestFair := 0.0, "", 0.0
+			for _, p := range res.Contended {
+				if res.isPeer(p.Lib) && p.Err == "" && p.HoldMs == 0 && p.PerSec > best {
+					best, bestName, bestFair = p.PerSec, p.Lib, p.Fairness
+				}
+			}
+			if best > 0 {
+				add("hold 0 ahead of every peer, staying FIFO", c.PerSec/best, c.PerSec > best, "%.2fx the fastest peer (%s, %s acq/s, min/max %.2f); ours min/max %.2f",
+					c.PerSec/best, bestName, num(best), bestFair, c.Fairness)
+			}
+		}
+		for _, procs := range []int{res.Meta.Config.IdleWaiters, 1} {
+			if i := res.idle(a, procs); i != nil {
+				add(fmt.Sprintf("idle <= 0.05 commands/s per waiter (%d waiters in %d process(es))", i.Waiters, procs), i.ClientCmdsPerSec, i.ClientCmdsPerSec <= 0.05,
+					"%.3f (%s)", i.ClientCmdsPerSec, topCommands(i.Cost, 0))
+			}
+		}
+		if m := res.many(a); m != nil {
+			add(fmt.Sprintf("AcquireMany of %d free ids >= 20x a loop of Acquire", m.N), m.Ratio, m.Ratio >= 20, "%.1fx (%.3f s vs %.3f s)", m.Ratio, m.ManySeconds, m.LoopSeconds)
+		}
+	}
+	return ts
+}
+
+// topCommands lists the client-visible commands of a window (commandstats
+// names, script-called ones included), per acquisition when n > 0.
+func topCommands(c cost, n int) string {
+	type kv struct {
+		k string
+		v int64
+	}
+	var l []kv
+	for k, v := range c.PerCommand {
+		l = append(l, kv{k, v[0]})
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].v > l[j].v || l[i].v == l[j].v && l[i].k < l[j].k })
+	var parts []string
+	for i, e := range l {
+		if i == 6 {
+			break
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", e.k, float64(e.v)/float64(n)))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %d", e.k, e.v))
+		}
+	}
+	if len(parts) == 0 {
+		return "server: no command"
+	}
+	if n > 0 {
+		return "server per acq: " + strings.Join(parts, ", ")
+	}
+	return "server: " + strings.Join(parts, ", ")
+}
+
+// num formats a rate with thousands separators and 3 significant digits
+// below 100.
+func num(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "-"
+	case v >= 100 || v == 0:
+		s := strconv.FormatInt(int64(math.Round(v)), 10)
+		var b strings.Builder
+		for i, r := range s {
+			if i > 0 && (len(s)-i)%3 == 0 {
+				b.WriteByte(',')
+			}
+			b.WriteRune(r)
+		}
+		return b.String()
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case v >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 2, 64)
+	}
+}
+
+func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+type mdTable struct {
+	b *strings.Builder
+}
+
+func (t mdTable) row(cells ...string) {
+	t.b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+}
+
+// head writes the header row; columns are right-aligned (numbers) except
+// the first and those named in left.
+func (t mdTable) head(cells ...string) {
+	t.headAlign(nil, cells...)
+}
+
+func (t mdTable) headAlign(left map[int]bool, cells ...string) {
+	t.row(cells...)
+	sep := make([]string, len(cells))
+	for i := range sep {
+		sep[i] = "---:"
+		if i == 0 || left[i] {
+			sep[i] = "---"
+		}
+	}
+	t.row(sep...)
+}
+
+func errRow(t mdTable, lib, err string, n int) {
+	cells := []string{lib, "error: " + strings.ReplaceAll(err, "|", "/")}
+	for len(cells) < n {
+		cells = append(cells, "")
+	}
+	t.row(cells...)
+}
+
+// markdown renders the tables (also printed by the tool).
+func markdown(res *Results) string {
+	var b strings.Builder
+	t := mdTable{&b}
+	m := res.Meta
+	mode := "full run"
+	if m.Quick {
+		mode = "quick run (smoke test: counts too small for conclusions)"
+	}
+	note := ""
+	if m.Note != "" {
+		note = " (" + m.Note + ")"
+	}
+	fmt.Fprintf(&b, "Run: %s, %s; `%s`%s; %s, %d CPUs (%s); Redis %s (%s); load average %s before, %s after; %.0f s.\n\n",
+		m.Date, mode, m.Command, note, m.OS, m.CPUs, m.CPU, m.RedisVersion, map[bool]string{true: "started by the tool", false: "given"}[m.OwnServer],
+		m.LoadBefore, m.LoadAfter, m.Seconds)
+
+	lo, hi := res.Floor.PingUs, res.Floor.PingUs
+	for _, p := range res.Floor.PingsUs {
+		lo, hi = math.Min(lo, p), math.Max(hi, p)
+	}
+	fmt.Fprintf(&b, "**Floor.** Redis round trip (RTT) = %.1f µs: the median of %d go-redis PING measurements taken through the run (one before each round; "+
+		"range %.1f-%.1f µs; %.1f at the start, %.1f at the end); rueidis PING %.1f µs. The 2-round-trip floor of an acquire+release cycle is 1/(2 RTT) = %s cycles/s. "+
+		"Ratios to the floor (x floor) are taken per round, with that round's PING, and the median is shown.\n\n",
+		res.Floor.PingUs, len(res.Floor.PingsUs), lo, hi, res.Floor.PingStartUs, res.Floor.PingEndUs, res.Floor.RueidisPingUs, num(res.Floor.CycleFloor))
+
+	if len(res.Uncontended) > 0 {
+		fmt.Fprintf(&b, "**Uncontended Acquire + Release** (one process, one worker, one id; median of %d rounds of %.1f s; per-cycle costs over all rounds):\n\n",
+			res.Meta.Config.UncRounds, res.Meta.Config.UncDur.Seconds())
+		t.head("library", "cycles/s", "x 2-RTT floor", "client cmds/cycle", "server cmds/cycle", "server CPU µs/cycle", "client CPU µs/cycle", "allocs/cycle", "B/cycle")
+		for _, u := range res.Uncontended {
+			if u.Err != "" {
+				errRow(t, u.Lib, u.Err, 9)
+				continue
+			}
+			x, cc, sc, cpu := f2(u.XFloor), f1(u.ClientCmds), f1(u.ServerCmds), f1(u.ServerCPUUs)
+			if u.Lib == "ours/memory" {
+				x, cc, sc, cpu = "(no Redis)", "-", "-", "-"
+			}
+			t.row(u.Lib, num(u.PerSec), x, cc, sc, cpu, f1(u.ClientCPUUs), num(u.AllocsPerOp), num(u.BytesPerOp))
+		}
+		b.WriteString("\n")
+	}
+	for _, hold := range res.Meta.Config.Holds {
+		ms := float64(hold) / 1e6
+		var rows []Contended
+		for _, c := range res.Contended {
+			if c.HoldMs == ms {
+				rows = append(rows, c)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "**Contended, hold %s** (%d processes, one worker each, on one id; floor = 1/(measured hold + 2 RTT); %d rounds of %.1f s: "+
+			"acq/s, x floor and min/max are medians of the rounds, latencies over all acquisitions):\n\n",
+			holdLabel(ms), res.Meta.Config.Workers, res.Meta.Config.ContRounds, res.Meta.Config.ContDur.Seconds())
+		t.head("library", "acq/s", "x floor", "wait p50 / p99 / max ms", "hand-off p50 / p99 µs", "min/max per worker", "client cmds/acq", "server cmds/acq", "server CPU µs/acq", "gave up")
+		for _, c := range rows {
+			if c.Err != "" {
+				errRow(t, c.Lib, c.Err, 10)
+				continue
+			}
+			t.row(c.Lib, num(c.PerSec), f2(c.XFloor),
+				fmt.Sprintf("%s / %s / %s", f1(c.WaitP50Ms), f1(c.WaitP99Ms), f1(c.WaitMaxMs)),
+				fmt.Sprintf("%s / %s", num(c.HandoffP50Us), num(c.HandoffP99Us)),
+				fmt.Sprintf("%s (%d/%d)", f2(c.Fairness), c.MinPerWorker, c.MaxPerWorker),
+				f1(c.ClientCmds), f1(c.ServerCmds), f1(c.ServerCPUUs), strconv.Itoa(c.GaveUps))
+		}
+		b.WriteString("\n")
+	}
+	if len(res.Idle) > 0 {
+		fmt.Fprintf(&b, "**Idle waiters** (%d waiters on an id held by another process, over %.1f s; per waiter, the holder's commands included):\n\n",
+			res.Meta.Config.IdleWaiters, res.Meta.Config.IdleWindow.Seconds())
+		t.head("library", "processes", "client cmds/s", "server cmds/s", "server CPU µs/s")
+		for _, i := range res.Idle {
+			if i.Err != "" {
+				errRow(t, i.Lib, i.Err, 5)
+				continue
+			}
+			t.row(i.Lib, strconv.Itoa(i.Procs), num(i.ClientCmdsPerSec), num(i.ServerCmdsPerSec), num(i.ServerCPUUsPerS))
+		}
+		b.WriteString("\n")
+	}
+	if len(res.Many) > 0 {
+		b.WriteString("**AcquireMany** of N free ids against a loop of Acquire over N other free ids (one process):\n\n")
+		t.head("library", "N", "AcquireMany s", "loop s", "loop / AcquireMany", "snapshots", "client cmds/id (many / loop)", "server CPU µs/id (many / loop)")
+		for _, m := range res.Many {
+			if m.Err != "" {
+				errRow(t, m.Lib, m.Err, 8)
+				continue
+			}
+			t.row(m.Lib, strconv.Itoa(m.N), fmt.Sprintf("%.3f", m.ManySeconds), fmt.Sprintf("%.3f", m.LoopSeconds), f1(m.Ratio)+"x",
+				strconv.Itoa(m.Snapshots), f2(m.ManyClientCmds)+" / "+f2(m.LoopClientCmds), f1(m.ManyServerCPUUs)+" / "+f1(m.LoopServerCPUUs))
+		}
+		b.WriteString("\n")
+	}
+	if len(res.Targets) > 0 {
+		b.WriteString("**Targets** (issue 5; ratios from this run):\n\n")
+		t.headAlign(map[int]bool{1: true, 2: true}, "adapter", "target", "measured", "met")
+		for _, tg := range res.Targets {
+			met := "yes"
+			if !tg.Met {
+				met = "**no**"
+			}
+			t.row(tg.Adapter, tg.Target, tg.Measured, met)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("Libraries and settings:\n\n")
+	t.headAlign(map[int]bool{1: true}, "library", "setting")
+	for _, l := range res.Libs {
+		t.row(l.Name, l.Setting)
+	}
+	return b.String()
+}
+
+func holdLabel(ms float64) string {
+	if ms == 0 {
+		return "0"
+	}
+	return strconv.FormatFloat(ms, 'g', -1, 64) + " ms"
+}
+
+// writeResults writes results.json, results.csv, table.md and the charts.
+func writeResults(dir string, res *Results) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(j, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := writeCSV(filepath.Join(dir, "results.csv"), res); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "table.md"), []byte(markdown(res)), 0o644); err != nil {
+		return err
+	}
+	return writeCharts(dir, res)
+}
+
+// writeCSV writes one row per scenario, library and metric.
+func writeCSV(path string, res *Results) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := csv.NewWriter(f)
+	_ = w.Write([]string{"scenario", "library", "metric", "value"})
+	put := func(scenario, lib, metric string, v float64) {
+		_ = w.Write([]string{scenario, lib, metric, strconv.FormatFloat(v, 'g', 6, 64)})
+	}
+	put("floor", "redis", "ping_us", res.Floor.PingUs)
+	put("floor", "redis", "ping_start_us", res.Floor.PingStartUs)
+	put("floor", "redis", "ping_end_us", res.Floor.PingEndUs)
+	put("floor", "redis", "ping_rueidis_us", res.Floor.RueidisPingUs)
+	put("floor", "redis", "cycle_floor_per_s", res.Floor.CycleFloor)
+	for _, u := range res.Uncontended {
+		if u.Err != "" {
+			continue
+		}
+		s := "uncontended"
+		put(s, u.Lib, "cycles_per_s", u.PerSec)
+		put(s, u.Lib, "x_floor", u.XFloor)
+		put(s, u.Lib, "client_cmds_per_cycle", u.ClientCmds)
+		put(s, u.Lib, "server_cmds_per_cycle", u.ServerCmds)
+		put(s, u.Lib, "server_cpu_us_per_cycle", u.ServerCPUUs)
+		put(s, u.Lib, "client_cpu_us_per_cycle", u.ClientCPUUs)
+		put(s, u.Lib, "allocs_per_cycle", u.AllocsPerOp)
+		put(s, u.Lib, "bytes_per_cycle", u.BytesPerOp)
+	}
+	for _, c := range res.Contended {
+		if c.Err != "" {
+			continue
+		}
+		s := "contended_hold_" + strconv.FormatFloat(c.HoldMs, 'g', -1, 64) + "ms"
+		put(s, c.Lib, "acq_per_s", c.PerSec)
+		put(s, c.Lib, "x_floor", c.XFloor)
+		put(s, c.Lib, "wait_p50_ms", c.WaitP50Ms)
+		put(s, c.Lib, "wait_p99_ms", c.WaitP99Ms)
+		put(s, c.Lib, "wait_max_ms", c.WaitMaxMs)
+		put(s, c.Lib, "handoff_p50_us", c.HandoffP50Us)
+		put(s, c.Lib, "handoff_p99_us", c.HandoffP99Us)
+		put(s, c.Lib, "min_per_worker", float64(c.MinPerWorker))
+		put(s, c.Lib, "max_per_worker", float64(c.MaxPerWorker))
+		put(s, c.Lib, "fairness_min_over_max", c.Fairness)
+		put(s, c.Lib, "client_cmds_per_acq", c.ClientCmds)
+		put(s, c.Lib, "server_cmds_per_acq", c.ServerCmds)
+		put(s, c.Lib, "server_cpu_us_per_acq", c.ServerCPUUs)
+		put(s, c.Lib, "gave_ups", float64(c.GaveUps))
+	}
+	for _, i := range res.Idle {
+		if i.Err != "" {
+			continue
+		}
+		s := fmt.Sprintf("idle_%dprocs", i.Procs)
+		put(s, i.Lib, "client_cmds_per_s_per_waiter", i.ClientCmdsPerSec)
+		put(s, i.Lib, "server_cmds_per_s_per_waiter", i.ServerCmdsPerSec)
+		put(s, i.Lib, "server_cpu_us_per_s_per_waiter", i.ServerCPUUsPerS)
+	}
+	for _, m := range res.Many {
+		if m.Err != "" {
+			continue
+		}
+		s := "acquiremany"
+		put(s, m.Lib, "n", float64(m.N))
+		put(s, m.Lib, "many_s", m.ManySeconds)
+		put(s, m.Lib, "loop_s", m.LoopSeconds)
+		put(s, m.Lib, "loop_over_many", m.Ratio)
+	}
+	w.Flush()
+	return w.Error()
+}
