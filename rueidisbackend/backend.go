@@ -231,6 +231,14 @@ func (b *Backend) Release(ctx context.Context, id, token string) error {
 	}
 	k, a := scripts.ReleaseCall(b.ks.For(id), token, b.purgeLimit)
 	err := replyErr(b.run(ctx, scripts.Release, k, a).Error())
+	if retryable(ctx, err) {
+		// Sent once more, as runRetry does; but a resent release that
+		// finds the lock not held may follow a first one that released
+		// it: then the outcome is unknown, and the first error says so.
+		if again := replyErr(b.run(ctx, scripts.Release, k, a).Error()); !errors.Is(again, backend.ErrNotHeld) {
+			err = again
+		}
+	}
 	if !errors.Is(err, backend.ErrNotHeld) {
 		b.ownWrite(id, false) // released, or maybe (unknown outcome)
 	}
@@ -459,8 +467,8 @@ func (b *Backend) run(ctx context.Context, s scripts.Script, k, a []string) ruei
 // often noticed only by the next command on it; every step but Release is
 // idempotent by token (a retried acquire, enqueue, extend, leave or
 // heartbeat is a no-op or does the same again), so it is safe to resend.
-// Release is not resent: a resent release that had taken effect would
-// report ErrNotHeld.
+// Release is resent too, but a resent release that finds the lock not
+// held reports the first failure, not ErrNotHeld (see Release).
 func (b *Backend) runRetry(ctx context.Context, s scripts.Script, k, a []string) rueidis.RedisResult {
 	r := b.run(ctx, s, k, a)
 	if retryable(ctx, r.NonRedisError()) {

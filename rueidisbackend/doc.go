@@ -108,10 +108,11 @@
 //     release, an extend, an expiry.
 //
 // rueidis never resends a write, and a connection that broke while idle is
-// often noticed only by the next command on it. Every step but Release is
-// idempotent by token, so a step that failed on a broken connection is
-// sent once more; Release is not (a resent release that had taken effect
-// would report ErrNotHeld).
+// often noticed only by the next command on it. So a step that failed on
+// a broken connection is sent once more: every step but Release is
+// idempotent by token. A resent Release that finds the lock not held
+// returns the first failure (the outcome is unknown: the first one may have
+// released it), never ErrNotHeld.
 //
 // # What Redis can and cannot promise
 //

@@ -305,8 +305,8 @@ func TestRecoversAfterOutage(t *testing.T) {
 }
 
 // TestStepResentAfterCut: a connection cut while idle is often noticed by
-// the next command on it only; the backend resends an idempotent step once
-// (rueidis never resends a write), so the caller does not see the error.
+// the next command on it only; the backend resends a step once (rueidis
+// never resends a write), so the caller does not see the error.
 func TestStepResentAfterCut(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -331,8 +331,17 @@ func TestStepResentAfterCut(t *testing.T) {
 				// the first EVALSHA finds the cut.
 				t.Fatalf("sent %q, want the extend twice (the first on the cut connection)", names)
 			}
+			// Release too: the first one never reached the server, so the
+			// resent one releases and reports success.
+			proxy.CutAll()
 			if err := w.Release(ctx, "r", "W"); err != nil {
-				t.Fatal(err)
+				t.Fatalf("Release after a cut = %v, want it resent on a new connection", err)
+			}
+			if _, _, names := c.take(); mode == PubSub && names != "release release" {
+				t.Fatalf("sent %q, want the release twice", names)
+			}
+			if n, _ := e.raw.Do(ctx, e.raw.B().Exists().Key(w.keyNames("r").Lock).Build()).AsInt64(); n != 0 {
+				t.Fatal("the lock is still held")
 			}
 		})
 	}
