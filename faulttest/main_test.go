@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"sort"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
 	"github.com/redislocker/lock"
@@ -24,6 +26,7 @@ import (
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redisproc"
 	"github.com/redislocker/lock/redisbackend"
+	"github.com/redislocker/lock/rueidisbackend"
 )
 
 var soak = flag.Bool("soak", false, "run the long versions of the randomized fault tests (minutes, not seconds)")
@@ -53,6 +56,8 @@ type clientOpts struct {
 
 var adapters = []adapter{
 	{name: "go-redis", newBackend: newGoRedis},
+	{name: "rueidis-tracking", newBackend: newRueidis(false)},
+	{name: "rueidis-pubsub", newBackend: newRueidis(true)},
 }
 
 func adapterNamed(name string) (adapter, bool) {
@@ -87,6 +92,29 @@ func newGoRedis(t testing.TB, addr, prefix string, o clientOpts) backend.Backend
 		_ = client.Close()
 	})
 	return b
+}
+
+// newRueidis returns the rueidis adapter's constructor, in tracking mode
+// (client-side caching invalidations wake the waiters) or, with
+// disableCache, in pub/sub mode. rueidis never retries a script (it
+// writes), so noRetries changes nothing.
+func newRueidis(disableCache bool) func(t testing.TB, addr, prefix string, o clientOpts) backend.Backend {
+	return func(t testing.TB, addr, prefix string, o clientOpts) backend.Backend {
+		b, err := rueidisbackend.New(rueidisbackend.Options{
+			ClientOption: rueidis.ClientOption{
+				InitAddress:      []string{addr},
+				DisableCache:     disableCache,
+				ConnWriteTimeout: 2 * time.Second,
+				Dialer:           net.Dialer{Timeout: time.Second},
+			},
+			Prefix: prefix,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() }) // closes its own client; ErrClosed after a Locker's Close
+		return b
+	}
 }
 
 // forEachAdapter runs f as one subtest per adapter.

@@ -3,6 +3,7 @@ package faulttest
 import (
 	"context"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -54,7 +55,32 @@ func TestDeadWaiterPurgedWhenProcessStopped(t *testing.T) {
 		// SIGCONT: the stopped waiter must re-queue (its entry is gone)
 		// and get the lock once the live waiter releases: never hang.
 		c.signal(t, syscall.SIGCONT)
-		eventually(t, 5*time.Second, "the resumed waiter re-queued", func() bool { return e.queued(id) == 1 })
+		// Never hangs: within 5 s it re-queues, or it ends with a clear
+		// error (a client whose connection timed out while it was stopped
+		// fails its re-check, as a backend failure may).
+		deadline := time.Now().Add(5 * time.Second)
+		for e.queued(id) != 1 {
+			select {
+			case l, ok := <-c.lines:
+				if !ok {
+					t.Fatal("the resumed waiter exited without a word")
+				}
+				if strings.HasPrefix(l, "error ") {
+					if !strings.Contains(l, "lock: ") {
+						t.Fatalf("the resumed waiter's error is not a lock error: %s", l)
+					}
+					t.Logf("the resumed waiter ended with a clear error: %s", l)
+					_ = got.Lease.Release(context.Background())
+					return
+				}
+				t.Logf("child: %s", l)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("L3: the resumed waiter neither re-queued nor failed within 5s: it hangs")
+			}
+			time.Sleep(2 * time.Millisecond) // poll interval of a condition with a deadline
+		}
 		if err := got.Lease.Release(context.Background()); err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,7 @@ func TestRedisRestart(t *testing.T) {
 		}()
 		recv(t, inFn, 10*time.Second, "Do's fn started")
 		w := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{WaiterTimeout: 900 * time.Millisecond})
-		done := queuedWaiter(t, e, w, id)
+		done, failed := recoveringWaiter(t, e, w, id)
 
 		e.srv.Shutdown()
 		down := time.Now()
@@ -65,8 +65,8 @@ func TestRedisRestart(t *testing.T) {
 		if !got.Acquired {
 			t.Fatal("waiter not granted after the restart")
 		}
-		t.Logf("after the restart: fn ended %v after the shutdown; waiter granted with fence %d; %d warnings",
-			fnEnded.Sub(down), got.Lease.Fence(), len(e.logs.matching("WARN")))
+		t.Logf("after the restart: fn ended %v after the shutdown; waiter granted with fence %d; %d warnings; %d failed re-checks",
+			fnEnded.Sub(down), got.Lease.Fence(), len(e.logs.matching("WARN")), failed.Load())
 		// NOSCRIPT was handled: the scripts are in the new server's cache.
 		if r, err := e.raw.ScriptExists(context.Background(), scripts.Acquire.SHA1).Result(); err != nil || !r[0] {
 			t.Errorf("the acquire script is not loaded on the restarted server: %v %v", r, err)
