@@ -65,7 +65,11 @@
 //  8. Subscribe must not return before wake-ups for the id can be
 //     delivered (the core subscribes before it checks, so no release can
 //     slip between). Use one shared, reference-counted subscription per
-//     backend, never a connection per waiter. When the connection is
+//     backend, never a connection per waiter. A backend whose wake-ups
+//     come from tracking a key read by the step itself (client-side caching
+//     invalidations) may make Subscribe a registration only: the core
+//     always runs a waiting Acquire after Subscribe and before it relies on
+//     wake-ups, and that step's read starts the tracking. When the connection is
 //     re-established, deliver Wake{ID: id, All: true} for every subscribed
 //     id so that every local waiter re-checks. If the backend cannot name
 //     the head (e.g. a cache invalidation), deliver Wake{ID: id}.
