@@ -195,10 +195,22 @@ func runAll(cfg config, addr string, own bool, filter *regexp.Regexp, command st
 		}
 	}
 
-	// Contended, per hold, in rounds over the Redis libraries.
-	contRounds := map[string][]contRound{} // hold/lib -> rounds
+	// Contended, per hold, in rounds over the Redis libraries; each worker
+	// its own process, and (hold 1 ms, full run) all in one process.
+	contRounds := map[string][]contRound{} // scenario/lib -> rounds
+	type contCase struct {
+		hold  time.Duration
+		procs int
+	}
+	var contCases []contCase
 	for _, h := range cfg.Holds {
-		scenario := "contended-" + holdName(h)
+		contCases = append(contCases, contCase{h, cfg.Workers})
+	}
+	if cfg.ContShared {
+		contCases = append(contCases, contCase{time.Millisecond, 1})
+	}
+	for _, cc := range contCases {
+		scenario := contScenario(cc.hold, cc.procs, cfg.Workers)
 		var ls []lib
 		for _, l := range table {
 			if l.Redis && selected(scenario, l) {
@@ -213,7 +225,7 @@ func runAll(cfg config, addr string, own bool, filter *regexp.Regexp, command st
 					if roundErrs[key] != nil {
 						return "skipped after an error", nil
 					}
-					rd, err := r.contendedRound(l, h)
+					rd, err := r.contendedRound(l, cc.hold, cc.procs)
 					if err != nil {
 						roundErrs[key] = err
 						return "", err
@@ -232,6 +244,19 @@ func runAll(cfg config, addr string, own bool, filter *regexp.Regexp, command st
 	procsList := []int{cfg.IdleWaiters}
 	if cfg.IdleShared {
 		procsList = append(procsList, 1)
+	}
+	idleSelected := false
+	for _, procs := range procsList {
+		for _, l := range table {
+			idleSelected = idleSelected || l.Redis && selected(fmt.Sprintf("idle-%dprocs", procs), l)
+		}
+	}
+	if idleSelected {
+		add("idle/baseline", func() (string, error) {
+			v, err := r.serverBaseline(cfg.IdleWindow / 2)
+			res.IdleBaselineCPUUsPerS = v
+			return fmt.Sprintf("server CPU %.0f µs/s with no client", v), err
+		})
 	}
 	for _, procs := range procsList {
 		scenario := fmt.Sprintf("idle-%dprocs", procs)
@@ -307,11 +332,11 @@ func runAll(cfg config, addr string, own bool, filter *regexp.Regexp, command st
 			res.Uncontended = append(res.Uncontended, u)
 		}
 	}
-	for _, h := range cfg.Holds {
+	for _, cc := range contCases {
 		for _, l := range table {
-			key := "contended-" + holdName(h) + "/" + l.Name
+			key := contScenario(cc.hold, cc.procs, cfg.Workers) + "/" + l.Name
 			if rounds, err := contRounds[key], roundErrs[key]; len(rounds) > 0 || err != nil {
-				c := aggregateCont(l.Name, h, cfg.Workers, res.Floor.PingUs, rounds)
+				c := aggregateCont(l.Name, cc.hold, cfg.Workers, cc.procs, res.Floor.PingUs, rounds)
 				if err != nil {
 					c.Err = err.Error()
 				}
@@ -321,6 +346,16 @@ func runAll(cfg config, addr string, own bool, filter *regexp.Regexp, command st
 	}
 	finish(res)
 	return res, errors.Join(errs...)
+}
+
+// contScenario names a contended case: "contended-hold1ms", or
+// "contended-hold1ms-1proc" when the workers share one process.
+func contScenario(hold time.Duration, procs, workers int) string {
+	s := "contended-" + holdName(hold)
+	if procs != workers {
+		s += fmt.Sprintf("-%dproc", procs)
+	}
+	return s
 }
 
 func holdName(h time.Duration) string {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,8 +21,11 @@ type Results struct {
 	Uncontended []Uncontended
 	Contended   []Contended
 	Idle        []Idle
-	Many        []Many
-	Targets     []Target
+	// IdleBaselineCPUUsPerS is the server's CPU per second with no client
+	// (its cron jobs), measured before the idle scenarios.
+	IdleBaselineCPUUsPerS float64
+	Many                  []Many
+	Targets               []Target
 }
 
 // Meta describes the run.
@@ -89,10 +93,11 @@ func (res *Results) unc(name string) *Uncontended {
 	return nil
 }
 
+// cont returns the contended result with each worker in its own process.
 func (res *Results) cont(name string, holdMs float64) *Contended {
 	for i := range res.Contended {
 		c := &res.Contended[i]
-		if c.Lib == name && c.HoldMs >= holdMs-0.01 && c.HoldMs <= holdMs+0.01 && c.Err == "" {
+		if c.Lib == name && c.HoldMs >= holdMs-0.01 && c.HoldMs <= holdMs+0.01 && c.Procs == c.Workers && c.Err == "" {
 			return c
 		}
 	}
@@ -164,7 +169,7 @@ func targets(res *Results) []Target {
 		if c := res.cont(a, 0); c != nil {
 			best, bestName, bestFair := 0.0, "", 0.0
 			for _, p := range res.Contended {
-				if res.isPeer(p.Lib) && p.Err == "" && p.HoldMs == 0 && p.PerSec > best {
+				if res.isPeer(p.Lib) && p.Err == "" && p.HoldMs == 0 && p.Procs == p.Workers && p.PerSec > best {
 					best, bestName, bestFair = p.PerSec, p.Lib, p.Fairness
 				}
 			}
@@ -323,20 +328,31 @@ func markdown(res *Results) string {
 		}
 		b.WriteString("\n")
 	}
-	for _, hold := range res.Meta.Config.Holds {
-		ms := float64(hold) / 1e6
+	type contCase struct {
+		ms    float64
+		procs int
+	}
+	var cases []contCase
+	for _, c := range res.Contended {
+		cc := contCase{c.HoldMs, c.Procs}
+		if !slices.Contains(cases, cc) {
+			cases = append(cases, cc)
+		}
+	}
+	for _, cc := range cases {
 		var rows []Contended
 		for _, c := range res.Contended {
-			if c.HoldMs == ms {
+			if c.HoldMs == cc.ms && c.Procs == cc.procs {
 				rows = append(rows, c)
 			}
 		}
-		if len(rows) == 0 {
-			continue
+		who := fmt.Sprintf("%d processes, one worker each", res.Meta.Config.Workers)
+		if cc.procs != res.Meta.Config.Workers {
+			who = fmt.Sprintf("%d workers in %d process", res.Meta.Config.Workers, cc.procs)
 		}
-		fmt.Fprintf(&b, "**Contended, hold %s** (%d processes, one worker each, on one id; floor = 1/(measured hold + 2 RTT); %d rounds of %.1f s: "+
+		fmt.Fprintf(&b, "**Contended, hold %s** (%s, on one id; floor = 1/(measured hold + 2 RTT); %d rounds of %.1f s: "+
 			"acq/s, x floor and min/max are medians of the rounds, latencies over all acquisitions):\n\n",
-			holdLabel(ms), res.Meta.Config.Workers, res.Meta.Config.ContRounds, res.Meta.Config.ContDur.Seconds())
+			holdLabel(cc.ms), who, res.Meta.Config.ContRounds, res.Meta.Config.ContDur.Seconds())
 		t.head("library", "acq/s", "x floor", "wait p50 / p99 / max ms", "hand-off p50 / p99 µs", "min/max per worker", "client cmds/acq", "server cmds/acq", "server CPU µs/acq", "gave up")
 		for _, c := range rows {
 			if c.Err != "" {
@@ -352,8 +368,9 @@ func markdown(res *Results) string {
 		b.WriteString("\n")
 	}
 	if len(res.Idle) > 0 {
-		fmt.Fprintf(&b, "**Idle waiters** (%d waiters on an id held by another process, over %.1f s; per waiter, the holder's commands included):\n\n",
-			res.Meta.Config.IdleWaiters, res.Meta.Config.IdleWindow.Seconds())
+		fmt.Fprintf(&b, "**Idle waiters** (%d waiters on an id held by another process, over %.1f s; per waiter, the holder's commands included; "+
+			"server CPU includes the server's own %.0f µs/s measured with no client, i.e. %.0f µs/s per waiter):\n\n",
+			res.Meta.Config.IdleWaiters, res.Meta.Config.IdleWindow.Seconds(), res.IdleBaselineCPUUsPerS, res.IdleBaselineCPUUsPerS/float64(res.Meta.Config.IdleWaiters))
 		t.head("library", "processes", "client cmds/s", "server cmds/s", "server CPU µs/s")
 		for _, i := range res.Idle {
 			if i.Err != "" {
@@ -461,6 +478,9 @@ func writeCSV(path string, res *Results) error {
 			continue
 		}
 		s := "contended_hold_" + strconv.FormatFloat(c.HoldMs, 'g', -1, 64) + "ms"
+		if c.Procs != c.Workers {
+			s += fmt.Sprintf("_%dproc", c.Procs)
+		}
 		put(s, c.Lib, "acq_per_s", c.PerSec)
 		put(s, c.Lib, "x_floor", c.XFloor)
 		put(s, c.Lib, "wait_p50_ms", c.WaitP50Ms)

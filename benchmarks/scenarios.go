@@ -35,6 +35,7 @@ type config struct {
 	IdleSettle  time.Duration // idle: time for waiters to queue before the window
 	IdleWindow  time.Duration
 	IdleShared  bool // idle: also run all waiters in one process
+	ContShared  bool // contended, hold 1 ms: also run all workers in one process
 	ManyN       int  // AcquireMany: free ids
 	ManyRounds  int
 	TTL         time.Duration
@@ -46,7 +47,7 @@ func fullConfig() config {
 		UncRounds: 5, UncDur: 600 * time.Millisecond,
 		ContRounds: 3, Warm: 300 * time.Millisecond, ContDur: 1500 * time.Millisecond, Workers: 8,
 		Holds:       []time.Duration{0, time.Millisecond},
-		IdleWaiters: 8, IdleSettle: time.Second, IdleWindow: 10 * time.Second, IdleShared: true,
+		IdleWaiters: 8, IdleSettle: time.Second, IdleWindow: 10 * time.Second, IdleShared: true, ContShared: true,
 		ManyN: 10000, ManyRounds: 3, TTL: 10 * time.Second,
 	}
 }
@@ -283,6 +284,7 @@ type Contended struct {
 	Lib          string
 	HoldMs       float64
 	Workers      int
+	Procs        int // processes the workers run in: Workers (one each) or 1
 	Rounds       int
 	Acquisitions int
 	Seconds      float64
@@ -337,20 +339,22 @@ func (rd contRound) acq() int {
 	return n
 }
 
-func (r *runner) contendedRound(l lib, hold time.Duration) (contRound, error) {
+// contendedRound runs the Workers in procs processes (worker i in process
+// i mod procs): Workers processes of one worker each, or all in one.
+func (r *runner) contendedRound(l lib, hold time.Duration, procs int) (contRound, error) {
 	G := r.cfg.Workers
 	var out contRound
 	e := r.newEnv()
-	ps := make([]proc, 0, G)
+	ps := make([]proc, 0, procs)
 	defer func() {
 		for _, p := range ps {
 			p.Close()
 		}
 	}()
-	id := fmt.Sprintf("%sc:%s:%d", r.prefix, slug(l.Name), hold.Microseconds())
+	id := fmt.Sprintf("%sc:%s:%d:%d", r.prefix, slug(l.Name), hold.Microseconds(), procs)
 	wctx, wcancel := bg(time.Minute)
 	defer wcancel()
-	for range G {
+	for range procs {
 		p, err := l.New(e)
 		if err != nil {
 			return out, err
@@ -382,7 +386,7 @@ func (r *runner) contendedRound(l lib, hold time.Duration) (contRound, error) {
 				st.waiting.Store(int64(t0.Sub(base)))
 				var unlock func(context.Context) error
 				for unlock == nil {
-					u, err := ps[i].Lock(ctx, id, r.cfg.TTL)
+					u, err := ps[i%procs].Lock(ctx, id, r.cfg.TTL)
 					switch {
 					case err == nil:
 						unlock = u
@@ -470,8 +474,8 @@ func (r *runner) contendedRound(l lib, hold time.Duration) (contRound, error) {
 	return out, nil
 }
 
-func aggregateCont(name string, hold time.Duration, workers int, rtt float64, rounds []contRound) Contended {
-	out := Contended{Lib: name, HoldMs: float64(hold) / 1e6, Workers: workers, Rounds: len(rounds)}
+func aggregateCont(name string, hold time.Duration, workers, procs int, rtt float64, rounds []contRound) Contended {
+	out := Contended{Lib: name, HoldMs: float64(hold) / 1e6, Workers: workers, Procs: procs, Rounds: len(rounds)}
 	var waits, handoffs []int64
 	var holdNs int64
 	var ratios, fair []float64
@@ -547,6 +551,24 @@ type Idle struct {
 	ServerCPUUsPerS  float64 // per waiter: server CPU µs per second
 	Cost             cost
 	Err              string `json:",omitempty"`
+}
+
+// serverBaseline measures the server's own CPU per second while no client
+// sends anything (its cron jobs): the floor under the idle scenario's CPU.
+func (r *runner) serverBaseline(d time.Duration) (float64, error) {
+	ctx, cancel := bg(d + time.Minute)
+	defer cancel()
+	a, err := readServerStats(ctx, r.admin)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	time.Sleep(d)
+	b, err := readServerStats(ctx, r.admin)
+	if err != nil {
+		return 0, err
+	}
+	return (b.cpuUs - a.cpuUs) / time.Since(start).Seconds(), nil
 }
 
 func (r *runner) idle(l lib, procs int) (Idle, error) {

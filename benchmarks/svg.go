@@ -159,7 +159,7 @@ func charts(res *Results) []chartSpec {
 		var bs []bar
 		var floors []float64
 		for _, c := range res.Contended {
-			if c.Err == "" && c.HoldMs == hold {
+			if c.Err == "" && c.HoldMs == hold && c.Procs == c.Workers {
 				bs = append(bs, bar{c.Lib, metric(c), ours(c.Lib)})
 				floors = append(floors, c.Floor)
 			}
