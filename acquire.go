@@ -44,7 +44,10 @@ type AcquireOptions struct {
 //
 // When ctx ends, Acquire leaves the queue, holds nothing, and returns an
 // error that matches ctx.Err(). A backend failure returns an error matching
-// ErrBackend and the client's error; the call holds nothing afterwards. Bad
+// ErrBackend and the client's error; the call holds nothing afterwards.
+// Once queued, a failed step is retried with the same token (a no-op if it
+// took effect) for up to WaiterTimeout, so a short outage costs no place in
+// the queue; the error is returned when the failures last longer. Bad
 // input (nil ctx, empty or too long id, ttl <= 0 or below the backend's
 // resolution) returns an *ArgumentError before any I/O. ttl is truncated to
 // the backend's resolution.
@@ -137,26 +140,42 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 	defer holder.Stop()
 
 	req.Wait = true
+	var failing time.Time // when the current run of failed steps began
+	backoff := retryBackoff
 	for {
 		sent := time.Now()
 		g, err := l.b.Acquire(ctx, req)
-		if err != nil {
-			return Result{ID: id, WasInUse: true}, l.abandon(ctx, "acquire", id, o.Token, err)
-		}
-		if g.Acquired {
-			return Result{Acquired: true, ID: id, WasInUse: inUse, Lease: l.newLease(id, o.Token, sent, ttl, g)}, nil
-		}
-		inUse = true
-		if w.ticket != 0 && g.Ticket != w.ticket {
-			l.log.Warn("lock: a live waiter's queue entry was purged; it re-queued at the tail",
-				"id", id, "old_ticket", w.ticket, "new_ticket", g.Ticket)
-		}
-		l.setTicket(w, g.Ticket)
 		holder.Stop()
-		if g.Head && g.HolderTTL > 0 {
-			// The holder's lease may end without a release (no wake-up is
-			// sent then): look again when it would have expired.
-			holder.Reset(g.HolderTTL + l.resolution)
+		if err != nil {
+			// Queued, a failed step is retried with the same token (a no-op
+			// if it took effect) while the entry can still be alive: an
+			// outage shorter than WaiterTimeout costs no place in the queue.
+			if !l.retryable(ctx, err) || (!failing.IsZero() && sent.Sub(failing) >= l.waiterTTL) {
+				return Result{ID: id, WasInUse: true}, l.abandon(ctx, "acquire", id, o.Token, err)
+			}
+			if failing.IsZero() {
+				failing = sent
+				l.log.Warn("lock: a waiting step failed; retrying with the same token while the queue entry lives",
+					"id", id, "err", err, "for", l.waiterTTL)
+			}
+			holder.Reset(backoff)
+			backoff = min(2*backoff, l.heartbeat)
+		} else {
+			failing, backoff = time.Time{}, retryBackoff
+			if g.Acquired {
+				return Result{Acquired: true, ID: id, WasInUse: inUse, Lease: l.newLease(id, o.Token, sent, ttl, g)}, nil
+			}
+			inUse = true
+			if w.ticket != 0 && g.Ticket != w.ticket {
+				l.log.Warn("lock: a live waiter's queue entry was purged; it re-queued at the tail",
+					"id", id, "old_ticket", w.ticket, "new_ticket", g.Ticket)
+			}
+			l.setTicket(w, g.Ticket)
+			if g.Head && g.HolderTTL > 0 {
+				// The holder's lease may end without a release (no wake-up is
+				// sent then): look again when it would have expired.
+				holder.Reset(g.HolderTTL + l.resolution)
+			}
 		}
 		select {
 		case <-wake:
@@ -173,6 +192,16 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 			return Result{ID: id, WasInUse: true}, errors.Join(wrap("acquire", id, ErrClosed), l.cleanup(ctx, id, o.Token))
 		}
 	}
+}
+
+// retryBackoff is the first wait before a failed waiting step is retried;
+// it doubles up to the heartbeat interval.
+const retryBackoff = 10 * time.Millisecond
+
+// retryable reports whether a failed step may be retried: a store or
+// client failure, not the caller's ctx nor one of the lock's own answers.
+func (l *Locker) retryable(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && !isSentinel(err) && l.bgCtx.Err() == nil
 }
 
 // abandon handles a failed step: its outcome is unknown, so the token's

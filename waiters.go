@@ -149,7 +149,8 @@ func (l *Locker) onWake(wk backend.Wake) {
 // heartbeatLoop sends one batched heartbeat for every local waiter each
 // heartbeat interval, and exits when there are no waiters left (or on
 // Close). A waiter whose entry is gone (purged) or that could be granted now
-// (a lost wake-up) is woken to run its step again.
+// (a lost wake-up) is woken to run its step again; so is every waiter when
+// the heartbeat fails.
 func (l *Locker) heartbeatLoop() {
 	defer l.bg.Done()
 	t := time.NewTimer(l.heartbeat)
@@ -184,8 +185,13 @@ func (l *Locker) heartbeatLoop() {
 		res, err := l.b.Heartbeat(ctx, batch, l.waiterTTL)
 		cancel()
 		if err != nil && l.bgCtx.Err() == nil {
-			l.log.Warn("lock: heartbeat failed; waiters may be purged if it keeps failing",
+			// Each waiter re-checks with its own step, and gives up when
+			// its steps keep failing for WaiterTimeout.
+			l.log.Warn("lock: heartbeat failed; waiters re-check",
 				"waiters", len(batch), "err", err)
+			for _, w := range ws {
+				w.wake()
+			}
 		}
 		for i, r := range res {
 			if i >= len(ws) {

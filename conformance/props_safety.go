@@ -509,16 +509,43 @@ func retrySafe(e *env) {
 	}
 	e.assertFree(other, id, "after an Acquire whose granting step lost its reply (the core must clean up by token)")
 
-	// The core: the reply of an enqueue is lost.
+	// The core: the reply of an enqueue is lost. Queued, the core retries
+	// with the same token (a no-op that keeps its place) and is granted.
 	id = e.id()
 	held := e.mustAcquire(other, id, longTTL)
 	s.loseAcquire.Store(2)
-	res, err = l.Acquire(ctx, id, longTTL)
+	p := e.acquireAsync(ctx, l, id, longTTL)
+	e.waitFor(prompt, "the waiter whose enqueue lost its reply queued again", func() bool {
+		return s.loseAcquire.Load() == 0 && s.queued(id)
+	})
+	e.mustRelease(held)
+	e.mustRelease(p.granted(e, prompt, "an Acquire whose enqueue lost its reply (retried with the same token)"))
+	e.assertFree(third, id, "after the retried waiter released")
+
+	// The core: a waiter's process loses the backend for longer than
+	// WaiterTimeout. Its Acquire ends with ErrBackend, and its entry is
+	// purged, so the queue moves on.
+	id = e.id()
+	held = e.mustAcquire(other, id, longTTL)
+	l2, s2 := e.defaultLocker()
+	p = e.acquireAsync(ctx, l2, id, longTTL)
+	e.waitFor(prompt, "the waiter queued", func() bool { return s2.queued(id) })
+	s2.kill()
+	res, err = p.wait(e, waiterTimeout+prompt, "a waiter whose backend stays down")
 	if !errors.Is(err, lock.ErrBackend) || res.Acquired {
-		e.errorf("Acquire whose enqueue lost its reply: Acquired=%v err=%v, want an error matching ErrBackend", res.Acquired, err)
+		e.errorf("Acquire whose backend stayed down past WaiterTimeout: Acquired=%v err=%v, want an error matching ErrBackend", res.Acquired, err)
 	}
 	e.mustRelease(held)
-	e.assertFree(third, id, "after an Acquire whose enqueue lost its reply (the core must leave the queue by token)")
+	if !eventually(e.t, waiterTimeout+prompt, func() bool {
+		le, err := e.tryAcquire(third, id, longTTL)
+		if err == nil && le != nil {
+			e.mustRelease(le)
+			return true
+		}
+		return false
+	}) {
+		e.errorf("the entry of a waiter whose backend stayed down was never purged: the id stays blocked")
+	}
 }
 
 // S7. Breaking out of AcquireMany, or an error ending it, leaves no lease

@@ -162,7 +162,9 @@ func TestStoppedHolderLosesLeaseHonestly(t *testing.T) {
 			lostAt := time.Now()
 			got := recv(t, done, 5*time.Second, "waiter granted")
 			grantedAt := time.Now()
-			if lostAt.After(r.Lease.ValidUntil().Add(50 * time.Millisecond)) {
+			// The runtime timer fires at ValidUntil; allow for scheduling
+			// delay on a loaded 2-core machine under -race.
+			if lostAt.After(r.Lease.ValidUntil().Add(250 * time.Millisecond)) {
 				t.Errorf("S5: Lost fired at %v, after ValidUntil %v", lostAt, r.Lease.ValidUntil())
 			}
 			if grantedAt.Before(lostAt) {
