@@ -243,3 +243,43 @@ func (k Keyspace) Parse(key string) (id, suffix string, err error) {
 	}
 	return id, rest[end+2:], nil
 }
+
+// NumSlots is the number of hash slots of Redis Cluster.
+const NumSlots = 16384
+
+// Slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
+// hash tag (the bytes between the first '{' and the next '}', when that is
+// non-empty; otherwise the whole key) modulo 16384, as CLUSTER KEYSLOT
+// computes it. Every key and the channel of one id have the same slot.
+func Slot(key string) int {
+	if start := strings.IndexByte(key, '{'); start >= 0 {
+		if end := strings.IndexByte(key[start+1:], '}'); end > 0 {
+			key = key[start+1 : start+1+end]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc = crc<<8 ^ crc16tab[byte(crc>>8)^key[i]]
+	}
+	return int(crc) % NumSlots
+}
+
+// SlotOf returns the hash slot of every key and the channel of id.
+func SlotOf(id string) int { return Slot("{" + Encode(id) + "}") }
+
+// crc16tab is the table of CRC16-CCITT (XMODEM: polynomial 0x1021, initial
+// value 0), the checksum of Redis Cluster's key hashing.
+var crc16tab = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()

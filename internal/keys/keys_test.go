@@ -147,3 +147,37 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestSlot checks Slot against values CLUSTER KEYSLOT returns (and the
+// Redis Cluster specification's CRC16 check value), and that every key
+// and the channel of an id share SlotOf(id).
+func TestSlot(t *testing.T) {
+	for key, want := range map[string]int{
+		"123456789":         12739, // CRC16-XMODEM("123456789") = 0x31C3
+		"foo":               12182,
+		"bar":               5061,
+		"{user1000}.a":      Slot("user1000"),
+		"a{}b":              Slot("a{}b"), // empty tag: the whole key
+		"{}{user1000}":      Slot("{}{user1000}"),
+		"x{user1000}{y}":    Slot("user1000"),
+		"":                  0,
+		"lock:{order-42}:q": Slot("order-42"),
+	} {
+		if got := Slot(key); got != want {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if Slot("a{}b") == Slot("") {
+		t.Errorf("an empty hash tag must hash the whole key")
+	}
+	k, _ := New("app:")
+	for _, id := range []string{"order-42", "", "a{b}c", "%7B", "}{:lock"} {
+		ks := k.For(id)
+		want := SlotOf(id)
+		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Channel} {
+			if got := Slot(key); got != want {
+				t.Errorf("Slot(%q) = %d, want SlotOf(%q) = %d", key, got, id, want)
+			}
+		}
+	}
+}
