@@ -103,10 +103,11 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 	req := backend.AcquireRequest{ID: id, Token: o.Token, TTL: ttl, WaiterTTL: l.waiterTTL}
 
 	inUse := false
-	// Fast path: a plain try. Skipped when this Locker already waits on the
-	// id (it is contended and subscribed), so that steady-state contention
-	// costs one step less.
-	if o.NoWait || !l.hasWaiters(id) {
+	// Fast path: a plain try. Skipped when this Locker is already
+	// subscribed to the id (it waits on it, or did a moment ago): the
+	// waiting step below grants a free id just as well, so steady-state
+	// contention costs one step less.
+	if o.NoWait || !l.subscribed(id) {
 		g, err := l.b.Acquire(ctx, req)
 		if err != nil {
 			return Result{ID: id}, l.abandon(ctx, "acquire", id, o.Token, err)

@@ -117,6 +117,7 @@ type Locker struct {
 	hbRunning bool
 	bg        sync.WaitGroup // the heartbeat goroutine
 	calls     sync.WaitGroup // calls in flight, waited for by Close
+	idle      sync.WaitGroup // linger timers of idle subscriptions
 	closeErr  error
 	closeOnce sync.Once
 }
@@ -188,6 +189,7 @@ func (l *Locker) Close() error {
 		l.mu.Unlock()
 		l.calls.Wait()
 		l.bg.Wait()
+		l.dropAllIdle()
 		l.closeErr = l.b.Close()
 	})
 	return l.closeErr

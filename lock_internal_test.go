@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -181,5 +182,43 @@ func TestWrapKeepsSentinels(t *testing.T) {
 	}
 	if err := wrap("op", "x", context.Canceled); !errors.Is(err, context.Canceled) || errors.Is(err, ErrBackend) {
 		t.Errorf("wrap(context.Canceled) = %v; want a ctx error, not ErrBackend", err)
+	}
+}
+
+// A process that keeps contending on an id keeps its subscription between
+// waits (one Subscribe for two waits, and no plain try before the second),
+// and Close ends the lingering subscription.
+func TestSubscriptionLingersBetweenWaits(t *testing.T) {
+	var mu sync.Mutex
+	queued := 0
+	f := &stepFake{}
+	f.acquire = func(r backend.AcquireRequest) (backend.Grant, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !r.Wait {
+			return backend.Grant{}, nil // held by someone else
+		}
+		queued++
+		if queued%2 == 1 {
+			return backend.Grant{Queued: true, Ticket: uint64(queued), Head: true, HolderTTL: time.Millisecond}, nil
+		}
+		return backend.Grant{Acquired: true, Fence: uint64(queued), TTL: r.TTL}, nil
+	}
+	l := quietLocker(f, &Options{WaiterTimeout: time.Minute})
+	for i := 0; i < 2; i++ {
+		res, err := l.Acquire(context.Background(), "x", time.Second)
+		if err != nil || !res.Acquired || !res.WasInUse {
+			t.Fatalf("wait %d: %+v, %v; want a grant after queueing", i, res, err)
+		}
+	}
+	want := []string{"acquire", "subscribe", "acquire", "acquire", "acquire", "acquire"}
+	if got := f.callsCopy(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("calls = %v; want %v (the second wait reuses the subscription and skips the plain try)", got, want)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.callsCopy(); got[len(got)-1] != "unsubscribe" {
+		t.Fatalf("calls after Close = %v; want the lingering subscription cancelled", got)
 	}
 }

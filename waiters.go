@@ -18,18 +18,22 @@ type waiter struct {
 // idWaiters is the Locker's state for one id with local waiters: one
 // backend subscription, shared by all of them (reference counted by the
 // size of the set). Two waiting calls may share a caller-supplied token;
-// a wake-up naming it wakes both.
+// a wake-up naming it wakes both. When the last waiter leaves, the
+// subscription lingers for one heartbeat interval (idle set), so that a
+// process that keeps contending on an id does not subscribe and
+// unsubscribe around every wait.
 type idWaiters struct {
 	waiters map[*waiter]struct{}
 	ready   chan struct{} // closed once the subscription is settled
 	cancel  func()        // set before ready is closed, if subscribed
 	err     error         // set before ready is closed, if Subscribe failed
+	idle    *time.Timer   // drops the lingering subscription; guarded by Locker.mu
 }
 
-// hasWaiters reports whether the Locker is already subscribed to id, so a
-// waiting step can skip the plain try (steady-state contention costs one
-// step less).
-func (l *Locker) hasWaiters(id string) bool {
+// subscribed reports whether the Locker holds a subscription to id (with
+// waiters, or lingering), so that a waiting step can skip the plain try:
+// steady-state contention then costs one step less per acquisition.
+func (l *Locker) subscribed(id string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_, ok := l.ids[id]
@@ -50,6 +54,7 @@ func (l *Locker) register(ctx context.Context, w *waiter) error {
 		st = &idWaiters{waiters: make(map[*waiter]struct{}, 1), ready: make(chan struct{})}
 		l.ids[w.id] = st
 	}
+	l.stopIdle(st) // if it already fired, dropIdle sees this waiter and keeps st
 	st.waiters[w] = struct{}{}
 	if !l.hbRunning {
 		l.hbRunning = true
@@ -77,25 +82,89 @@ func (l *Locker) register(ctx context.Context, w *waiter) error {
 	return nil
 }
 
-// unregister removes w; the last waiter of an id cancels the subscription.
+// unregister removes w. When it was the id's last waiter, the subscription
+// lingers for one heartbeat interval (or goes at once if it failed or the
+// Locker is closing).
 func (l *Locker) unregister(w *waiter) {
 	l.mu.Lock()
 	st := l.ids[w.id]
-	if _, ok := st.waiters[w]; st == nil || !ok {
+	if st == nil {
+		l.mu.Unlock()
+		return
+	}
+	if _, ok := st.waiters[w]; !ok {
 		l.mu.Unlock()
 		return
 	}
 	delete(st.waiters, w)
-	last := len(st.waiters) == 0
-	if last {
-		delete(l.ids, w.id)
+	if len(st.waiters) > 0 {
+		l.mu.Unlock()
+		return
+	}
+	select {
+	case <-st.ready:
+		if st.err == nil && !l.closed {
+			l.idle.Add(1)
+			st.idle = time.AfterFunc(l.heartbeat, func() {
+				defer l.idle.Done()
+				l.dropIdle(w.id, st)
+			})
+			l.mu.Unlock()
+			return
+		}
+	default:
+		// Only the first waiter, which settles the subscription, can be
+		// here before ready: its Subscribe failed or was given up.
+	}
+	delete(l.ids, w.id)
+	l.mu.Unlock()
+	l.unsubscribe(st)
+}
+
+// dropIdle ends a lingering subscription unless a waiter came back.
+func (l *Locker) dropIdle(id string, st *idWaiters) {
+	l.mu.Lock()
+	if l.ids[id] != st || len(st.waiters) > 0 || st.idle == nil {
+		l.mu.Unlock()
+		return
+	}
+	delete(l.ids, id)
+	l.mu.Unlock()
+	l.unsubscribe(st)
+}
+
+// dropAllIdle ends every lingering subscription; Close calls it once no
+// call is in flight.
+func (l *Locker) dropAllIdle() {
+	l.mu.Lock()
+	var sts []*idWaiters
+	for id, st := range l.ids {
+		l.stopIdle(st)
+		sts = append(sts, st)
+		delete(l.ids, id)
 	}
 	l.mu.Unlock()
-	if last {
-		<-st.ready // the first waiter settles the subscription before it can leave
-		if st.cancel != nil {
-			st.cancel()
+	for _, st := range sts {
+		l.unsubscribe(st)
+	}
+	l.idle.Wait() // a timer that fired before it could be stopped
+}
+
+// stopIdle stops st's linger timer; l.mu must be held. A timer stopped
+// before it fired will never run, so its count is given back here.
+func (l *Locker) stopIdle(st *idWaiters) {
+	if st.idle != nil {
+		if st.idle.Stop() {
+			l.idle.Done()
 		}
+		st.idle = nil
+	}
+}
+
+func (l *Locker) unsubscribe(st *idWaiters) {
+	<-st.ready // the first waiter settles the subscription before it can leave
+	if st.cancel != nil {
+		st.cancel()
 	}
 }
 
