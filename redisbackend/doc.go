@@ -59,7 +59,7 @@
 // Acquire reports (at least 1 ms while the lock is held).
 //
 // Each Backend has one pub/sub connection, shared by all ids and
-// reference-counted per id. go-redis pings it when idle (every 3 s) and
+// reference-counted per id. go-redis pings it when quiet (every 30 s) and
 // reconnects and re-subscribes when it breaks; each re-confirmed channel is
 // delivered as Wake{ID, All: true} so that every local waiter re-checks.
 //

@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -68,7 +69,11 @@ func (s *subscriber) subscribe(ctx context.Context, id, channel string, fn func(
 		// lives until close.
 		s.ps = s.client.Subscribe(context.Background())
 		s.done = make(chan struct{})
-		go s.receive(s.ps.ChannelWithSubscriptions())
+		// go-redis pings a quiet pub/sub connection to find a dead one;
+		// its default (every 3 s) would be the only traffic of an idle
+		// waiter's process. A lost wake-up is caught by the core's
+		// heartbeat anyway, so ping rarely.
+		go s.receive(s.ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(pubsubHealthCheck)))
 	}
 	e := s.chans[channel]
 	if e == nil {
@@ -187,3 +192,7 @@ func (s *subscriber) close() error {
 	<-done
 	return nil
 }
+
+// pubsubHealthCheck is how often go-redis pings the shared pub/sub
+// connection when no message came (its default is 3 s).
+const pubsubHealthCheck = 30 * time.Second
