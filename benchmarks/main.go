@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,6 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "directory for results.json, results.csv, table.md and the SVG charts (default results, or results-quick with -quick)")
 	only := fs.String("only", "", "run only the scenarios whose \"scenario/library\" name matches this regexp (the floor always runs)")
 	note := fs.String("note", "", "free text for the run's header (e.g. the library's commit)")
+	render := fs.String("render", "", "render the tables and charts again from a results.json (into -out) instead of running")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run (this process: clients and lock libraries) to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -49,6 +51,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if *quick {
 			*out = "results-quick"
 		}
+	}
+	if *render != "" {
+		return rerender(*render, *out, stdout, stderr)
 	}
 	var filter *regexp.Regexp
 	if *only != "" {
@@ -112,6 +117,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "lockbench: some scenarios failed:", err)
 		return 1
 	}
+	return 0
+}
+
+// rerender writes the outputs of a past run again from its results.json,
+// e.g. after a change to the report's layout; the targets are evaluated
+// again, nothing is measured.
+func rerender(path, out string, stdout, stderr io.Writer) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(stderr, "lockbench:", err)
+		return 1
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		fmt.Fprintf(stderr, "lockbench: %s: %v\n", path, err)
+		return 1
+	}
+	finish(&res)
+	if err := writeResults(out, &res); err != nil {
+		fmt.Fprintln(stderr, "lockbench:", err)
+		return 1
+	}
+	fmt.Fprint(stdout, markdown(&res))
 	return 0
 }
 

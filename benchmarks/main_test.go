@@ -88,6 +88,15 @@ func TestQuickRun(t *testing.T) {
 	if !strings.Contains(stdout.String(), "| ours/go-redis |") {
 		t.Errorf("the printed table has no row for ours/go-redis:\n%s", stdout.String())
 	}
+	// -render writes the same tables again from results.json.
+	again := t.TempDir()
+	var stdout2 bytes.Buffer
+	if code := run([]string{"-render", filepath.Join(dir, "results.json"), "-out", again}, &stdout2, &stderr); code != 0 {
+		t.Fatalf("lockbench -render exited %d:\n%s", code, stderr.String())
+	}
+	if stdout2.String() != stdout.String() {
+		t.Errorf("-render printed other tables than the run:\n%s\n---\n%s", stdout2.String(), stdout.String())
+	}
 	for _, f := range []string{"results.csv", "table.md", "summary.svg", "uncontended.svg", "contended-hold1ms.svg", "idle.svg"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
