@@ -40,6 +40,19 @@ type Options struct {
 	// expired waiter is still removed, over as many steps as it takes.
 	// Default: 100. At most 100000.
 	PurgeLimit int
+	// ShardedPubSub sends wake-ups with SPUBLISH and listens with
+	// SSUBSCRIBE (sharded pub/sub, Redis 7.0 or newer) instead of PUBLISH
+	// and SUBSCRIBE. On Redis Cluster a PUBLISH is forwarded to every node
+	// of the cluster; an SPUBLISH stays on the master that serves the id's
+	// slot, and the Backend listens there: one pub/sub connection per
+	// master that serves an id it waits on, moved when the slot moves. On
+	// one server it changes nothing but the commands. Every process that
+	// locks the same ids must use the same setting: a SUBSCRIBE does not
+	// hear an SPUBLISH (waiters would then learn of releases only from
+	// their heartbeats, within a third of their WaiterTimeout). With a
+	// server older than 7.0 every step fails with a LOCKBADARG error
+	// reply, and nothing is written. Default: false.
+	ShardedPubSub bool
 }
 
 // Defaults of Options.
@@ -57,8 +70,17 @@ type Backend struct {
 	ks         keys.Keyspace
 	maxWaiters int
 	purgeLimit int
+	publish    scripts.Publish
 	closed     atomic.Bool
-	subs       *subscriber
+	subs       wakeSource
+}
+
+// wakeSource is where a Backend's wake-ups come from: one pub/sub
+// connection (subscriber), or one per cluster master with sharded pub/sub
+// on a cluster client (clusterSubscriber).
+type wakeSource interface {
+	subscribe(ctx context.Context, id, channel string, fn func(backend.Wake)) (func(), error)
+	close() error
 }
 
 var (
@@ -102,8 +124,21 @@ func New(client Client, opts *Options) (*Backend, error) {
 		ks:         ks,
 		maxWaiters: o.MaxWaiters,
 		purgeLimit: o.PurgeLimit,
+		publish:    scripts.Classic,
 	}
-	b.subs = newSubscriber(client)
+	switch cc, isCluster := client.(*redis.ClusterClient); {
+	case !o.ShardedPubSub:
+		b.subs = newSubscriber(client, false)
+	case isCluster:
+		b.publish = scripts.Sharded
+		b.subs = newClusterSubscriber(cc)
+	default:
+		if _, ok := client.(shardSubscriber); !ok {
+			return nil, fmt.Errorf("redisbackend: Options.ShardedPubSub needs a client with SSubscribe; %T has none", client)
+		}
+		b.publish = scripts.Sharded
+		b.subs = newSubscriber(client, true)
+	}
 	return b, nil
 }
 
@@ -121,7 +156,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	if err := b.check(ctx); err != nil {
 		return backend.Grant{}, err
 	}
-	k, a := scripts.AcquireCall(b.ks.For(req.ID), req, b.maxWaiters, b.purgeLimit)
+	k, a := scripts.AcquireCall(b.ks.For(req.ID), req, b.maxWaiters, b.purgeLimit, b.publish)
 	return acquireResult(b.run(ctx, scripts.Acquire, k, a))
 }
 
@@ -130,7 +165,7 @@ func (b *Backend) Release(ctx context.Context, id, token string) error {
 	if err := b.check(ctx); err != nil {
 		return err
 	}
-	k, a := scripts.ReleaseCall(b.ks.For(id), token, b.purgeLimit)
+	k, a := scripts.ReleaseCall(b.ks.For(id), token, b.purgeLimit, b.publish)
 	return replyErr(b.run(ctx, scripts.Release, k, a).Err())
 }
 
@@ -149,7 +184,7 @@ func (b *Backend) Leave(ctx context.Context, id, token string) error {
 	if err := b.check(ctx); err != nil {
 		return err
 	}
-	k, a := scripts.LeaveCall(b.ks.For(id), token, b.purgeLimit)
+	k, a := scripts.LeaveCall(b.ks.For(id), token, b.purgeLimit, b.publish)
 	return replyErr(b.run(ctx, scripts.Leave, k, a).Err())
 }
 
@@ -182,7 +217,7 @@ func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waite
 	}
 	calls := make([]call, len(groups))
 	for i, g := range groups {
-		k, a := scripts.HeartbeatCall(b.ks.For(g.id), g.tokens, waiterTTL, b.purgeLimit)
+		k, a := scripts.HeartbeatCall(b.ks.For(g.id), g.tokens, waiterTTL, b.purgeLimit, b.publish)
 		calls[i] = call{script: scripts.Heartbeat, keys: k, args: a}
 	}
 	cmds, err := b.runAll(ctx, calls)
@@ -216,7 +251,7 @@ func (b *Backend) AcquireBatch(ctx context.Context, reqs []backend.AcquireReques
 	}
 	calls := make([]call, len(reqs))
 	for i, r := range reqs {
-		k, a := scripts.AcquireCall(b.ks.For(r.ID), r, b.maxWaiters, b.purgeLimit)
+		k, a := scripts.AcquireCall(b.ks.For(r.ID), r, b.maxWaiters, b.purgeLimit, b.publish)
 		calls[i] = call{script: scripts.Acquire, keys: k, args: a}
 	}
 	cmds, err := b.runAll(ctx, calls)
@@ -244,7 +279,7 @@ func (b *Backend) LeaveBatch(ctx context.Context, waiters []backend.Waiter) erro
 	}
 	calls := make([]call, len(waiters))
 	for i, w := range waiters {
-		k, a := scripts.LeaveCall(b.ks.For(w.ID), w.Token, b.purgeLimit)
+		k, a := scripts.LeaveCall(b.ks.For(w.ID), w.Token, b.purgeLimit, b.publish)
 		calls[i] = call{script: scripts.Leave, keys: k, args: a}
 	}
 	cmds, err := b.runAll(ctx, calls)

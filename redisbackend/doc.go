@@ -43,8 +43,10 @@
 //     ids pipelined in one round trip.
 //   - AcquireBatch, LeaveBatch: 1 command per request, one round trip.
 //   - Subscribe: nothing when this Backend already subscribes to the id,
-//     else one SUBSCRIBE on the shared pub/sub connection; it returns once
-//     the server has confirmed it.
+//     else one SUBSCRIBE (SSUBSCRIBE with Options.ShardedPubSub) on the
+//     shared pub/sub connection (on Cluster with ShardedPubSub, the
+//     connection to the id's master); it returns once the server has
+//     confirmed it.
 //
 // Each step purges at most Options.PurgeLimit expired waiters of its id (by
 // the server's TIME); the queue holds at most Options.MaxWaiters waiters.
@@ -62,6 +64,28 @@
 // reference-counted per id. go-redis pings it when quiet (every 30 s) and
 // reconnects and re-subscribes when it breaks; each re-confirmed channel is
 // delivered as Wake{ID, All: true} so that every local waiter re-checks.
+//
+// # Redis Cluster
+//
+// Every step is one script on the id's slot, so a *redis.ClusterClient
+// needs nothing more: go-redis sends each step to the slot's master and
+// follows MOVED and ASK, and a pipeline of AcquireBatch, LeaveBatch or
+// Heartbeat is split into one pipeline per master, sent in parallel. The
+// default wake-ups are classic pub/sub, which works on Cluster because
+// every node forwards a PUBLISH to every other node: simple, but each
+// wake-up costs every node of the cluster.
+//
+// With Options.ShardedPubSub (Redis 7.0 or newer) the scripts send SPUBLISH,
+// which stays on the id's master, and the Backend subscribes with SSUBSCRIBE
+// there: one pub/sub connection per master that serves an id it waits on,
+// each channel with an SSUBSCRIBE of its own (one SSUBSCRIBE may not span
+// slots). A connection that breaks is rebuilt by the Backend (go-redis's
+// own re-subscription sends every channel in one SSUBSCRIBE, which the
+// cluster refuses across slots); a channel whose slot moves (the node sends
+// "sunsubscribe", or answers MOVED) is subscribed again on its new master
+// once the client's slot map has caught up. Every re-confirmation is a
+// Wake{ID, All: true}. All of it is tested on a local cluster of three
+// masters in package clustertest, with slot migrations.
 //
 // # What Redis can and cannot promise
 //

@@ -11,7 +11,9 @@ import (
 )
 
 // subscriber is a Backend's one pub/sub connection, shared by every id and
-// reference-counted per channel.
+// reference-counted per channel: SUBSCRIBE, or SSUBSCRIBE (sharded) on a
+// client that is not a cluster client (one server, or a failover client),
+// where one connection can hold every shard channel.
 //
 // Confirmation: go-redis's PubSub.Subscribe only writes SUBSCRIBE, so each
 // channel's entry waits for the server's "subscribe" reply, which arrives in
@@ -25,7 +27,8 @@ import (
 // re-subscription, and becomes Wake{ID, All: true}: messages may have been
 // lost while the connection was down.
 type subscriber struct {
-	client Client
+	client  Client
+	sharded bool // SSUBSCRIBE / SUNSUBSCRIBE instead of SUBSCRIBE / UNSUBSCRIBE
 
 	mu      sync.Mutex
 	ps      *redis.PubSub // nil until the first subscribe
@@ -50,9 +53,15 @@ type keyedFn struct {
 	fn  func(backend.Wake)
 }
 
-func newSubscriber(client Client) *subscriber {
+// shardSubscriber is a client that can open a sharded pub/sub connection.
+type shardSubscriber interface {
+	SSubscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+func newSubscriber(client Client, sharded bool) *subscriber {
 	return &subscriber{
 		client:  client,
+		sharded: sharded,
 		chans:   make(map[string]*entry),
 		closing: make(chan struct{}),
 	}
@@ -67,7 +76,11 @@ func (s *subscriber) subscribe(ctx context.Context, id, channel string, fn func(
 	if s.ps == nil {
 		// An empty PubSub connects on first use; the receive goroutine
 		// lives until close.
-		s.ps = s.client.Subscribe(context.Background())
+		if s.sharded {
+			s.ps = s.client.(shardSubscriber).SSubscribe(context.Background())
+		} else {
+			s.ps = s.client.Subscribe(context.Background())
+		}
 		s.done = make(chan struct{})
 		// go-redis pings a quiet pub/sub connection to find a dead one;
 		// its default (every 3 s) would be the only traffic of an idle
@@ -78,10 +91,10 @@ func (s *subscriber) subscribe(ctx context.Context, id, channel string, fn func(
 	e := s.chans[channel]
 	if e == nil {
 		e = &entry{id: id, channel: channel, ready: make(chan struct{})}
-		if err := s.ps.Subscribe(ctx, channel); err != nil {
+		if err := s.sub(ctx, channel); err != nil {
 			// go-redis keeps the channel in its re-subscribe set even when
 			// the write failed; take it out again.
-			_ = s.ps.Unsubscribe(context.Background(), channel)
+			_ = s.unsub(channel)
 			s.mu.Unlock()
 			return nil, err
 		}
@@ -123,8 +136,22 @@ func (s *subscriber) unsubscribe(e *entry, key uint64) {
 	}
 	delete(s.chans, e.channel)
 	if !s.closed {
-		_ = s.ps.Unsubscribe(context.Background(), e.channel)
+		_ = s.unsub(e.channel)
 	}
+}
+
+func (s *subscriber) sub(ctx context.Context, channel string) error {
+	if s.sharded {
+		return s.ps.SSubscribe(ctx, channel)
+	}
+	return s.ps.Subscribe(ctx, channel)
+}
+
+func (s *subscriber) unsub(channel string) error {
+	if s.sharded {
+		return s.ps.SUnsubscribe(context.Background(), channel)
+	}
+	return s.ps.Unsubscribe(context.Background(), channel)
 }
 
 // receive dispatches messages and confirmations until go-redis closes ch.
@@ -144,7 +171,7 @@ func (s *subscriber) receive(ch <-chan any) {
 				f.fn(backend.Wake{ID: e.id, Token: m.Payload})
 			}
 		case *redis.Subscription:
-			if m.Kind != "subscribe" {
+			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
 				continue
 			}
 			s.mu.Lock()
@@ -159,7 +186,7 @@ func (s *subscriber) receive(ch <-chan any) {
 				if e.refs == 0 {
 					delete(s.chans, e.channel)
 					if !s.closed {
-						_ = s.ps.Unsubscribe(context.Background(), e.channel)
+						_ = s.unsub(e.channel)
 					}
 				}
 				s.mu.Unlock()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +48,19 @@ type Options struct {
 	// expired waiter is still removed, over as many steps as it takes.
 	// Default: 100. At most 100000.
 	PurgeLimit int
+	// ShardedPubSub makes the scripts send wake-ups with SPUBLISH instead
+	// of PUBLISH (sharded pub/sub, Redis 7.0 or newer), and a Backend in
+	// PubSub mode listen with SSUBSCRIBE. On Redis Cluster a PUBLISH is
+	// forwarded to every node of the cluster; an SPUBLISH stays on the
+	// master that serves the id's slot, where rueidis subscribes (on its
+	// connection to that node; one goroutine per id waited on). In
+	// Tracking mode only the command the scripts send changes (for the
+	// processes that listen by pub/sub). Every process that locks the same
+	// ids must use the same setting: a SUBSCRIBE does not hear an SPUBLISH
+	// (waiters would then learn of releases only from their heartbeats).
+	// With a server older than 7.0 every step fails with a LOCKBADARG
+	// error reply, and nothing is written. Default: false.
+	ShardedPubSub bool
 }
 
 // Defaults of Options.
@@ -89,9 +104,11 @@ type Backend struct {
 	ks         keys.Keyspace
 	maxWaiters int
 	purgeLimit int
+	publish    scripts.Publish
 	closed     atomic.Bool
 	track      *tracker // Tracking mode
-	ps         *pubsub  // PubSub mode
+	ps         *pubsub  // PubSub mode, classic (SUBSCRIBE)
+	sps        *spubsub // PubSub mode, sharded (SSUBSCRIBE)
 }
 
 var (
@@ -132,9 +149,7 @@ func New(opts Options) (*Backend, error) {
 		client, err := build(t)
 		if err == nil {
 			b.client, b.owned, b.mode = client, true, Tracking
-			b.track.setPing(func(ctx context.Context) error {
-				return client.Do(ctx, client.B().Ping().Build()).Error()
-			})
+			b.track.setPing(func(ctx context.Context) error { return pingNodes(ctx, client) })
 			return b, nil
 		}
 		if !errors.Is(err, rueidis.ErrNoCache) {
@@ -148,8 +163,64 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("rueidisbackend: building the client: %w", err)
 	}
 	b.client, b.owned, b.mode = client, true, PubSub
-	b.ps = newPubsub(client)
+	b.listen()
 	return b, nil
+}
+
+// pingNodes PINGs the server, or on Redis Cluster every master, each
+// through the client's own connection to it, and returns the first
+// failure. After a lost tracking connection it so dials again the
+// connection of the node that was lost, wherever its slots are, before the
+// waiters re-check. Replicas are left alone: no step runs on them.
+func pingNodes(ctx context.Context, client rueidis.Client) error {
+	if client.Mode() != rueidis.ClientModeCluster {
+		return client.Do(ctx, client.B().Ping().Build()).Error()
+	}
+	slots, err := client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		return err
+	}
+	nodes := client.Nodes()
+	masters := map[string]rueidis.Client{}
+	for _, r := range slots {
+		a, _ := r.ToArray()
+		if len(a) < 3 {
+			continue
+		}
+		m, _ := a[2].ToArray()
+		if len(m) < 2 {
+			continue
+		}
+		host, _ := m[0].ToString()
+		port, _ := m[1].AsInt64()
+		addr := net.JoinHostPort(host, strconv.FormatInt(port, 10))
+		if n, ok := nodes[addr]; ok {
+			masters[addr] = n
+		}
+	}
+	if len(masters) == 0 {
+		return client.Do(ctx, client.B().Ping().Build()).Error()
+	}
+	errs := make(chan error, len(masters))
+	for _, n := range masters {
+		go func() { errs <- n.Do(ctx, n.B().Ping().Build()).Error() }()
+	}
+	var first error
+	for range masters {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// listen sets up the PubSub mode's subscriptions.
+func (b *Backend) listen() {
+	if b.publish == scripts.Sharded {
+		b.sps = newSpubsub(b.client)
+	} else {
+		b.ps = newPubsub(b.client)
+	}
 }
 
 // NewWithClient returns a Backend on a client the caller built and keeps:
@@ -174,7 +245,7 @@ func NewWithClient(client rueidis.Client, opts *Options) (*Backend, error) {
 		return nil, err
 	}
 	b.client, b.mode = client, PubSub
-	b.ps = newPubsub(client)
+	b.listen()
 	return b, nil
 }
 
@@ -195,7 +266,11 @@ func newBackend(o *Options) (*Backend, error) {
 	case o.PurgeLimit < 0 || o.PurgeLimit > scripts.MaxPurgeLimit:
 		return nil, fmt.Errorf("rueidisbackend: Options.PurgeLimit %d is not in 1..%d", o.PurgeLimit, scripts.MaxPurgeLimit)
 	}
-	return &Backend{ks: ks, maxWaiters: o.MaxWaiters, purgeLimit: o.PurgeLimit}, nil
+	b := &Backend{ks: ks, maxWaiters: o.MaxWaiters, purgeLimit: o.PurgeLimit, publish: scripts.Classic}
+	if o.ShardedPubSub {
+		b.publish = scripts.Sharded
+	}
+	return b, nil
 }
 
 // Mode reports how the Backend learns of released locks: Tracking or
@@ -218,7 +293,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	if err := b.check(ctx); err != nil {
 		return backend.Grant{}, err
 	}
-	k, a := scripts.AcquireCall(b.ks.For(req.ID), req, b.maxWaiters, b.purgeLimit)
+	k, a := scripts.AcquireCall(b.ks.For(req.ID), req, b.maxWaiters, b.purgeLimit, b.publish)
 	return acquireResult(b.runRetry(ctx, scripts.Acquire, k, a))
 }
 
@@ -229,7 +304,7 @@ func (b *Backend) Release(ctx context.Context, id, token string) error {
 	if err := b.check(ctx); err != nil {
 		return err
 	}
-	k, a := scripts.ReleaseCall(b.ks.For(id), token, b.purgeLimit)
+	k, a := scripts.ReleaseCall(b.ks.For(id), token, b.purgeLimit, b.publish)
 	err := replyErr(b.run(ctx, scripts.Release, k, a).Error())
 	if retryable(ctx, err) {
 		// Sent once more, as runRetry does; but a resent release that
@@ -261,7 +336,7 @@ func (b *Backend) Leave(ctx context.Context, id, token string) error {
 	if err := b.check(ctx); err != nil {
 		return err
 	}
-	k, a := scripts.LeaveCall(b.ks.For(id), token, b.purgeLimit)
+	k, a := scripts.LeaveCall(b.ks.For(id), token, b.purgeLimit, b.publish)
 	changed, err := leaveResult(b.runRetry(ctx, scripts.Leave, k, a))
 	if changed || err != nil {
 		b.ownWrite(id, true)
@@ -298,7 +373,7 @@ func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waite
 	}
 	calls := make([]call, len(groups))
 	for i, g := range groups {
-		k, a := scripts.HeartbeatCall(b.ks.For(g.id), g.tokens, waiterTTL, b.purgeLimit)
+		k, a := scripts.HeartbeatCall(b.ks.For(g.id), g.tokens, waiterTTL, b.purgeLimit, b.publish)
 		calls[i] = call{script: scripts.Heartbeat, keys: k, args: a}
 	}
 	res, err := b.runAll(ctx, calls)
@@ -332,7 +407,7 @@ func (b *Backend) AcquireBatch(ctx context.Context, reqs []backend.AcquireReques
 	}
 	calls := make([]call, len(reqs))
 	for i, r := range reqs {
-		k, a := scripts.AcquireCall(b.ks.For(r.ID), r, b.maxWaiters, b.purgeLimit)
+		k, a := scripts.AcquireCall(b.ks.For(r.ID), r, b.maxWaiters, b.purgeLimit, b.publish)
 		calls[i] = call{script: scripts.Acquire, keys: k, args: a}
 	}
 	res, err := b.runAll(ctx, calls)
@@ -360,7 +435,7 @@ func (b *Backend) LeaveBatch(ctx context.Context, waiters []backend.Waiter) erro
 	}
 	calls := make([]call, len(waiters))
 	for i, w := range waiters {
-		k, a := scripts.LeaveCall(b.ks.For(w.ID), w.Token, b.purgeLimit)
+		k, a := scripts.LeaveCall(b.ks.For(w.ID), w.Token, b.purgeLimit, b.publish)
 		calls[i] = call{script: scripts.Leave, keys: k, args: a}
 	}
 	res, err := b.runAll(ctx, calls)
@@ -397,6 +472,9 @@ func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake
 	if b.track != nil {
 		return b.track.subscribe(id, b.ks.For(id).Lock, fn)
 	}
+	if b.sps != nil {
+		return b.sps.subscribe(ctx, id, b.ks.Channel(id), fn)
+	}
 	return b.ps.subscribe(ctx, id, b.ks.Channel(id), fn)
 }
 
@@ -412,6 +490,9 @@ func (b *Backend) Close() error {
 	}
 	if b.ps != nil {
 		b.ps.close()
+	}
+	if b.sps != nil {
+		b.sps.close()
 	}
 	if b.owned {
 		b.client.Close()

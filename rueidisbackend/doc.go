@@ -119,7 +119,24 @@
 // One Redis server without persistence loses every lock, queue and fence
 // counter on restart; with asynchronous replicas a failover can grant a lock
 // twice and move fences backwards. Fences and tickets are exact up to 2^53.
-// Tracking and pub/sub are tested on a single server; on Cluster each
-// node's connection tracks the keys of its slots and a lost connection to
-// any node wakes every waiter, but neither mode is tested there.
+//
+// # Redis Cluster
+//
+// Give New (or the client of NewWithClient) the addresses of the nodes;
+// rueidis sends each step to the master of the id's slot, follows MOVED
+// and ASK, and splits a batch (DoMulti) into one round trip per master.
+// In Tracking mode the client has one connection per node, with tracking
+// on: each step runs on the connection of its id's master, so the key a
+// failed try reads is tracked on the connection that hears its
+// invalidations (package clustertest checks it with CLIENT LIST). After a
+// lost connection the Backend PINGs every master (CLUSTER SLOTS), each on
+// its own connection, before it wakes every waiter. In PubSub mode the classic
+// SUBSCRIBE works on Cluster because every node forwards a PUBLISH to all
+// the others; with Options.ShardedPubSub (Redis 7.0 or newer) the scripts
+// send SPUBLISH, which stays on the id's master, and each id is subscribed
+// there with an SSUBSCRIBE (through client.Receive: rueidis's connection to
+// that node, one goroutine per id), subscribed again where its slot moves,
+// with Wake{ID, All: true}. Both modes, with and without ShardedPubSub,
+// pass the conformance suite on a local cluster of three masters, and a
+// slot migration under load (package clustertest).
 package rueidisbackend

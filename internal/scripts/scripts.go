@@ -32,8 +32,11 @@
 //     id that are still queued, report queued/ready, wake the head when the
 //     lock is free.
 //
-// A wake-up is a PUBLISH on the id's channel whose payload is the head's
-// token; only the head is named.
+// A wake-up is a message on the id's channel whose payload is the head's
+// token; only the head is named. It is sent with PUBLISH, or with SPUBLISH
+// (sharded pub/sub, Redis 7.0 or newer) when the adapter is told so: every
+// call takes the [Publish] command, and the scripts reject SPUBLISH on a
+// server older than 7.0 (LOCKBADARG) before they write anything.
 package scripts
 
 import (
@@ -126,6 +129,21 @@ const (
 	QueueTTLFactor    = 3      // queue keys live at least this many waiter TTLs after an enqueue or heartbeat
 )
 
+// Publish is the command the scripts send wake-ups with.
+type Publish string
+
+// The wake-up commands.
+const (
+	// Classic is PUBLISH: every subscriber of the channel hears it, on any
+	// node; on Redis Cluster every node forwards it to every other node.
+	Classic Publish = "PUBLISH"
+	// Sharded is SPUBLISH (Redis 7.0 or newer): only the subscribers
+	// (SSUBSCRIBE) on the node that serves the channel's slot hear it,
+	// and no other node is told. The channel has the hash tag of the id's
+	// keys, so it is the node that ran the script.
+	Sharded Publish = "SPUBLISH"
+)
+
 // Millis returns d in whole milliseconds, rounded up, so that the store
 // never holds a lease shorter than the core asked for.
 func Millis(d time.Duration) string {
@@ -137,18 +155,18 @@ func Millis(d time.Duration) string {
 }
 
 // AcquireCall returns the KEYS and ARGV of acquire.
-func AcquireCall(k keys.ID, req backend.AcquireRequest, maxWaiters, purgeLimit int) (keys, args []string) {
+func AcquireCall(k keys.ID, req backend.AcquireRequest, maxWaiters, purgeLimit int, pub Publish) (keys, args []string) {
 	wait, wttl := "0", "0"
 	if req.Wait {
 		wait, wttl = "1", Millis(req.WaiterTTL)
 	}
 	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters},
-		[]string{req.Token, Millis(req.TTL), wait, wttl, fmt.Sprint(maxWaiters), fmt.Sprint(purgeLimit), k.Channel}
+		[]string{req.Token, Millis(req.TTL), wait, wttl, fmt.Sprint(maxWaiters), fmt.Sprint(purgeLimit), k.Channel, string(pub)}
 }
 
 // ReleaseCall returns the KEYS and ARGV of release.
-func ReleaseCall(k keys.ID, token string, purgeLimit int) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines}, []string{token, fmt.Sprint(purgeLimit), k.Channel}
+func ReleaseCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
+	return []string{k.Lock, k.Queue, k.Deadlines}, []string{token, fmt.Sprint(purgeLimit), k.Channel, string(pub)}
 }
 
 // ExtendCall returns the KEYS and ARGV of extend.
@@ -157,15 +175,15 @@ func ExtendCall(k keys.ID, token string, ttl time.Duration) (keys, args []string
 }
 
 // LeaveCall returns the KEYS and ARGV of leave.
-func LeaveCall(k keys.ID, token string, purgeLimit int) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines}, []string{token, fmt.Sprint(purgeLimit), k.Channel}
+func LeaveCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
+	return []string{k.Lock, k.Queue, k.Deadlines}, []string{token, fmt.Sprint(purgeLimit), k.Channel, string(pub)}
 }
 
 // HeartbeatCall returns the KEYS and ARGV of heartbeat for tokens of one
 // id (at most MaxHeartbeatBatch).
-func HeartbeatCall(k keys.ID, tokens []string, waiterTTL time.Duration, purgeLimit int) (keys, args []string) {
-	args = make([]string, 0, 3+len(tokens))
-	args = append(args, Millis(waiterTTL), fmt.Sprint(purgeLimit), k.Channel)
+func HeartbeatCall(k keys.ID, tokens []string, waiterTTL time.Duration, purgeLimit int, pub Publish) (keys, args []string) {
+	args = make([]string, 0, 4+len(tokens))
+	args = append(args, Millis(waiterTTL), fmt.Sprint(purgeLimit), k.Channel, string(pub))
 	args = append(args, tokens...)
 	return []string{k.Lock, k.Queue, k.Deadlines}, args
 }

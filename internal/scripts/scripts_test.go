@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/embedredis"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redistest"
 )
@@ -96,16 +97,16 @@ func TestScriptsValidateArgv(t *testing.T) {
 	k := ks.For("id")
 	long := strings.Repeat("t", 129)
 	good := backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second, Wait: true, WaiterTTL: time.Second}
-	acqKeys, acqArgs := AcquireCall(k, good, 10, 10)
+	acqKeys, acqArgs := AcquireCall(k, good, 10, 10, Classic)
 	with := func(args []string, i int, v string) []string {
 		out := append([]string(nil), args...)
 		out[i] = v
 		return out
 	}
-	relKeys, relArgs := ReleaseCall(k, "T", 10)
+	relKeys, relArgs := ReleaseCall(k, "T", 10, Classic)
 	extKeys, extArgs := ExtendCall(k, "T", time.Second)
-	lvKeys, lvArgs := LeaveCall(k, "T", 10)
-	hbKeys, hbArgs := HeartbeatCall(k, []string{"T"}, time.Second, 10)
+	lvKeys, lvArgs := LeaveCall(k, "T", 10, Classic)
+	hbKeys, hbArgs := HeartbeatCall(k, []string{"T"}, time.Second, 10, Classic)
 	cases := []struct {
 		name   string
 		script Script
@@ -124,17 +125,23 @@ func TestScriptsValidateArgv(t *testing.T) {
 		{"acquire max waiters 0", Acquire, acqKeys, with(acqArgs, 4, "0")},
 		{"acquire purge limit too big", Acquire, acqKeys, with(acqArgs, 5, "100001")},
 		{"acquire no channel", Acquire, acqKeys, with(acqArgs, 6, "")},
+		{"acquire no publish", Acquire, acqKeys, with(acqArgs, 7, "")},
+		{"acquire publish lowercase", Acquire, acqKeys, with(acqArgs, 7, "publish")},
+		{"acquire publish other command", Acquire, acqKeys, with(acqArgs, 7, "DEL")},
 		{"acquire missing args", Acquire, acqKeys, acqArgs[:3]},
 		{"release empty token", Release, relKeys, with(relArgs, 0, "")},
 		{"release purge limit 0", Release, relKeys, with(relArgs, 1, "0")},
 		{"release no channel", Release, relKeys, with(relArgs, 2, "")},
+		{"release publish other command", Release, relKeys, with(relArgs, 3, "SET")},
 		{"extend ttl 0", Extend, extKeys, with(extArgs, 1, "0")},
 		{"extend long token", Extend, extKeys, with(extArgs, 0, long)},
 		{"leave empty token", Leave, lvKeys, with(lvArgs, 0, "")},
 		{"leave purge limit text", Leave, lvKeys, with(lvArgs, 1, "x")},
+		{"leave no publish", Leave, lvKeys, lvArgs[:3]},
 		{"heartbeat ttl 0", Heartbeat, hbKeys, with(hbArgs, 0, "0")},
-		{"heartbeat no tokens", Heartbeat, hbKeys, hbArgs[:3]},
-		{"heartbeat empty token", Heartbeat, hbKeys, with(hbArgs, 3, "")},
+		{"heartbeat no tokens", Heartbeat, hbKeys, hbArgs[:4]},
+		{"heartbeat empty token", Heartbeat, hbKeys, with(hbArgs, 4, "")},
+		{"heartbeat publish is a token", Heartbeat, hbKeys, with(hbArgs, 3, "T")},
 	}
 	for _, tc := range cases {
 		args := make([]any, len(tc.args))
@@ -188,5 +195,94 @@ func TestParseAcquire(t *testing.T) {
 	}
 	if r := ParseHeartbeat(0); r.Queued || r.Ready {
 		t.Fatalf("ParseHeartbeat(0) = %+v", r)
+	}
+}
+
+// TestShardedWakeUp checks that a release with Sharded sends the wake-up
+// with SPUBLISH (an SSUBSCRIBE subscriber hears it, a SUBSCRIBE one does
+// not) and with Classic with PUBLISH.
+func TestShardedWakeUp(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	if v, err := c.Eval(ctx, "return redis.REDIS_VERSION_NUM", nil).Int(); err != nil || v < 0x070000 {
+		t.Skipf("sharded pub/sub needs Redis 7.0 (REDIS_VERSION_NUM %x, %v)", v, err)
+	}
+	ks, err := keys.New(redistest.Prefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := ks.For("id")
+	t.Cleanup(func() { c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters) })
+	classic := c.Subscribe(ctx, k.Channel)
+	defer classic.Close()
+	sharded := c.SSubscribe(ctx, k.Channel)
+	defer sharded.Close()
+	for _, ps := range []*redis.PubSub{classic, sharded} {
+		if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil { // the confirmation
+			t.Fatal(err)
+		}
+	}
+	for _, pub := range []Publish{Sharded, Classic} {
+		hold := backend.AcquireRequest{ID: "id", Token: "H", TTL: time.Minute}
+		wait := backend.AcquireRequest{ID: "id", Token: "W", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute}
+		for _, r := range []backend.AcquireRequest{hold, wait} {
+			kk, a := AcquireCall(k, r, 10, 10, pub)
+			if err := c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kk, a := ReleaseCall(k, "H", 10, pub)
+		if err := c.Eval(ctx, Release.Source, kk, anys(a)...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		heard, silent := sharded, classic
+		if pub == Classic {
+			heard, silent = classic, sharded
+		}
+		m, err := heard.ReceiveTimeout(ctx, 5*time.Second)
+		if msg, ok := m.(*redis.Message); err != nil || !ok || msg.Payload != "W" {
+			t.Fatalf("%s: the subscriber got %v, %v; want the head's token W", pub, m, err)
+		}
+		// The silent one gets nothing: a PING's PONG is the next thing it reads.
+		if err := silent.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := silent.ReceiveTimeout(ctx, 5*time.Second); err != nil {
+			t.Fatal(err)
+		} else if _, ok := m.(*redis.Pong); !ok {
+			t.Fatalf("%s: the other kind of subscriber got %v", pub, m)
+		}
+		kk, a = LeaveCall(k, "W", 10, pub)
+		if err := c.Eval(ctx, Leave.Source, kk, anys(a)...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestShardedNeedsRedis7 checks that SPUBLISH is refused, before anything
+// is written, by a server whose scripts do not report Redis 7
+// (miniredis, standing in for Redis 5 and 6).
+func TestShardedNeedsRedis7(t *testing.T) {
+	srv, err := embedredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	ks, _ := keys.New("t:")
+	k := ks.For("id")
+	kk, a := AcquireCall(k, backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second}, 10, 10, Sharded)
+	err = c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err()
+	if err == nil || ErrorCode(err.Error()) != CodeBadArg || !strings.Contains(err.Error(), "Redis 7.0") {
+		t.Fatalf("acquire with SPUBLISH on miniredis: %v; want LOCKBADARG naming Redis 7.0", err)
+	}
+	if n := c.Exists(ctx, k.Lock, k.Counters).Val(); n != 0 {
+		t.Fatalf("a refused call wrote %d keys", n)
+	}
+	kk, a = AcquireCall(k, backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second}, 10, 10, Classic)
+	if err := c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err(); err != nil {
+		t.Fatalf("acquire with PUBLISH on miniredis: %v", err)
 	}
 }

@@ -12,6 +12,7 @@
 -- ARGV[5] max waiters per id
 -- ARGV[6] purge limit: most expired waiters removed by this step
 -- ARGV[7] wake-up channel
+-- ARGV[8] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
 --
 -- Reply: {acquired, fence, ttl, holder_ttl, queued, ticket, head}, all
 -- integers (0/1 for the flags, ms for the TTLs; holder_ttl is at least 1 when
@@ -34,6 +35,8 @@ local limit = posint(6, 100000)
 if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
 local channel = ARGV[7]
 if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
+local publish, why = publish_cmd(8)
+if not publish then return bad_arg('publish', why) end
 
 local lock, q, d, counters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
@@ -100,7 +103,7 @@ end
 
 -- The purge removed the head while the lock is free: wake the new head.
 if not holder and head and head ~= head_before and head ~= token then
-  redis.call('PUBLISH', channel, head)
+  redis.call(publish, channel, head)
 end
 
 local queued, ticket = 0, 0

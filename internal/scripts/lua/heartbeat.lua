@@ -7,7 +7,8 @@
 -- ARGV[1] waiter TTL in ms
 -- ARGV[2] purge limit
 -- ARGV[3] wake-up channel
--- ARGV[4..] waiter tokens (at least one, at most 10000)
+-- ARGV[4] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
+-- ARGV[5..] waiter tokens (at least one, at most 10000)
 --
 -- Reply: one integer per token, in order: 0 gone, 1 queued (deadline
 -- refreshed), 3 queued and ready (the lock is free and it is the head).
@@ -18,8 +19,10 @@ local limit = posint(2, 100000)
 if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
 local channel = ARGV[3]
 if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
-if #ARGV < 4 or #ARGV > 10003 then return bad_arg('tokens', 'must be 1 to 10000 tokens') end
-for i = 4, #ARGV do
+local publish, why = publish_cmd(4)
+if not publish then return bad_arg('publish', why) end
+if #ARGV < 5 or #ARGV > 10004 then return bad_arg('tokens', 'must be 1 to 10000 tokens') end
+for i = 5, #ARGV do
   if not valid_token(ARGV[i]) then return bad_arg('token', 'must be 1 to 128 bytes') end
 end
 
@@ -28,7 +31,7 @@ local now = now_ms()
 purge(q, d, now, limit)
 local out = {}
 local any = false
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   local tok = ARGV[i]
   local r = 0
   if redis.call('ZSCORE', q, tok) then
@@ -49,9 +52,9 @@ if any then keep_queue(q, d, QUEUE_TTL_FACTOR * wttl) end
 local free = redis.call('EXISTS', lock) == 0
 local head = head_of(q)
 if free and head then
-  for i = 4, #ARGV do
-    if out[i - 3] == 1 and ARGV[i] == head then out[i - 3] = 3 end
+  for i = 5, #ARGV do
+    if out[i - 4] == 1 and ARGV[i] == head then out[i - 4] = 3 end
   end
-  redis.call('PUBLISH', channel, head)
+  redis.call(publish, channel, head)
 end
 return out

@@ -6,6 +6,7 @@
 -- ARGV[1] token
 -- ARGV[2] purge limit
 -- ARGV[3] wake-up channel
+-- ARGV[4] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
 --
 -- Reply: {left, released}: 1 if an entry was removed, 1 if the lock was
 -- released. Error reply: LOCKBADARG.
@@ -15,6 +16,8 @@ local limit = posint(2, 100000)
 if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
 local channel = ARGV[3]
 if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
+local publish, why = publish_cmd(4)
+if not publish then return bad_arg('publish', why) end
 
 local lock, q, d = KEYS[1], KEYS[2], KEYS[3]
 local holder = redis.call('GET', lock)
@@ -31,7 +34,7 @@ purge(q, d, now_ms(), limit)
 if not holder then
   local head = head_of(q)
   if head and (released == 1 or head ~= head_before) then
-    redis.call('PUBLISH', channel, head)
+    redis.call(publish, channel, head)
   end
 end
 return {left, released}

@@ -38,6 +38,22 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- publish_cmd returns ARGV[i] when it names the command that carries
+-- wake-ups: PUBLISH (classic pub/sub; on Redis Cluster every node forwards
+-- it to every other node) or SPUBLISH (sharded pub/sub, Redis 7.0 or newer:
+-- only the node that serves the channel's slot, which is the slot of the
+-- id's keys, delivers it). Otherwise it returns nil and the reason, before
+-- the script writes anything.
+local function publish_cmd(i)
+  local c = ARGV[i]
+  if c == 'PUBLISH' then return c end
+  if c == 'SPUBLISH' then
+    if (tonumber(redis.REDIS_VERSION_NUM) or 0) >= 0x070000 then return c end
+    return nil, 'SPUBLISH needs Redis 7.0 or newer'
+  end
+  return nil, 'must be PUBLISH or SPUBLISH'
+end
+
 -- head_of returns the token with the lowest ticket, or false.
 local function head_of(q)
   local h = redis.call('ZRANGE', q, 0, 0)

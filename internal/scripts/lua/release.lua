@@ -5,6 +5,7 @@
 -- ARGV[1] token
 -- ARGV[2] purge limit
 -- ARGV[3] wake-up channel
+-- ARGV[4] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
 --
 -- Reply: 1. Error replies: LOCKNOTHELD (nothing changed), LOCKBADARG.
 local token = ARGV[1]
@@ -13,6 +14,8 @@ local limit = posint(2, 100000)
 if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
 local channel = ARGV[3]
 if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
+local publish, why = publish_cmd(4)
+if not publish then return bad_arg('publish', why) end
 
 local lock, q, d = KEYS[1], KEYS[2], KEYS[3]
 if redis.call('GET', lock) ~= token then
@@ -23,6 +26,6 @@ redis.call('DEL', lock)
 purge(q, d, now_ms(), limit)
 local head = head_of(q)
 if head then
-  redis.call('PUBLISH', channel, head)
+  redis.call(publish, channel, head)
 end
 return 1

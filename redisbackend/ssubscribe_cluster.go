@@ -1,0 +1,534 @@
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
+)
+
+// clusterSubscriber holds a Backend's sharded subscriptions on Redis
+// Cluster (Options.ShardedPubSub with a *redis.ClusterClient): a shard
+// channel can only be subscribed on the master that serves its slot, and
+// one SSUBSCRIBE may only name channels of one slot. So there is one
+// pub/sub connection per master that serves a subscribed channel, shared by
+// every channel of that master and reference-counted per channel, and every
+// channel is subscribed with an SSUBSCRIBE of its own.
+//
+// Each node has a goroutine that owns its connection: it reads replies and
+// messages, PINGs an idle connection, and rebuilds the connection after any
+// failure. go-redis re-subscribes a broken connection with one SSUBSCRIBE
+// of every channel, which Redis Cluster refuses (CROSSSLOT) as soon as they
+// span two slots; so the goroutine closes that connection, opens a new one
+// and subscribes each channel again, checking first that the node still
+// serves its slot (a failover moves it to another address).
+//
+// A channel whose slot moves away (a slot migration or a failover) is
+// dropped by its node with an "sunsubscribe" message; a SSUBSCRIBE sent to a
+// node that does not serve the slot is answered with MOVED. Either way the
+// channel is routed again: the client's slot map is reloaded and the
+// channel subscribed on the master it names, retried with a growing delay
+// until the map has caught up.
+//
+// Every confirmation of a channel after its first one (on a new connection
+// or another node) is delivered as Wake{ID, All: true}: messages may have
+// been lost while it was not subscribed. Subscribe returns after the first
+// confirmation.
+type clusterSubscriber struct {
+	cc *redis.ClusterClient
+
+	ctx  context.Context // cancelled by close
+	stop context.CancelFunc
+
+	mu      sync.Mutex
+	chans   map[string]*shardEntry
+	nodes   map[string]*shardNode // by address
+	nextKey uint64
+	closed  bool
+	wg      sync.WaitGroup // node and route goroutines
+}
+
+type shardEntry struct {
+	id, channel string
+	slot        int
+	fns         []keyedFn  // copy-on-write: dispatch reads it without the lock
+	node        *shardNode // where it is subscribed or pending; nil while routed
+	live        bool       // confirmed on node's current connection
+	confirmed   bool       // confirmed at least once; ready is closed
+	err         error      // set before ready is closed when subscribing failed
+	ready       chan struct{}
+	gone        bool // removed from chans: no subscriber left
+}
+
+type shardNode struct {
+	addr  string
+	ps    *redis.PubSub // nil while the node goroutine rebuilds it
+	chans map[string]*shardEntry
+}
+
+// Timings of the cluster subscriber.
+const (
+	shardIdle      = pubsubHealthCheck     // PING a connection quiet this long
+	shardMinDelay  = 20 * time.Millisecond // first retry delay after a failure
+	shardMaxDelay  = 2 * time.Second       // longest retry delay
+	shardOpTimeout = 5 * time.Second       // bounds a route lookup
+)
+
+func newClusterSubscriber(cc *redis.ClusterClient) *clusterSubscriber {
+	ctx, stop := context.WithCancel(context.Background())
+	return &clusterSubscriber{
+		cc:    cc,
+		ctx:   ctx,
+		stop:  stop,
+		chans: make(map[string]*shardEntry),
+		nodes: make(map[string]*shardNode),
+	}
+}
+
+func (s *clusterSubscriber) subscribe(ctx context.Context, id, channel string, fn func(backend.Wake)) (func(), error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, backend.ErrClosed
+	}
+	e := s.chans[channel]
+	if e == nil {
+		e = &shardEntry{id: id, channel: channel, slot: keys.Slot(channel), ready: make(chan struct{})}
+		s.chans[channel] = e
+		s.routeLocked(e, 0, false)
+	}
+	s.nextKey++
+	key := s.nextKey
+	e.fns = append(e.fns[:len(e.fns):len(e.fns)], keyedFn{key, fn})
+	s.mu.Unlock()
+
+	var once sync.Once
+	cancel := func() { once.Do(func() { s.unsubscribe(e, key) }) }
+	select {
+	case <-e.ready:
+		if e.err != nil {
+			cancel()
+			return nil, e.err
+		}
+		return cancel, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, ctx.Err()
+	case <-s.ctx.Done():
+		cancel()
+		return nil, backend.ErrClosed
+	}
+}
+
+func (s *clusterSubscriber) unsubscribe(e *shardEntry, key uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fns := make([]keyedFn, 0, len(e.fns))
+	for _, f := range e.fns {
+		if f.key != key {
+			fns = append(fns, f)
+		}
+	}
+	e.fns = fns
+	if len(fns) == 0 {
+		s.dropLocked(e)
+	}
+}
+
+// dropLocked forgets an entry nobody subscribes to any more. A pending
+// SSUBSCRIBE is left to its confirmation (which unsubscribes then), so that
+// a confirmation always belongs to the entry in the node's map.
+func (s *clusterSubscriber) dropLocked(e *shardEntry) {
+	if e.gone || len(e.fns) > 0 {
+		return
+	}
+	n := e.node
+	if n != nil && !e.live && n.ps != nil {
+		return // pending on n: the confirmation drops it
+	}
+	e.gone = true
+	if s.chans[e.channel] == e {
+		delete(s.chans, e.channel)
+	}
+	if n != nil {
+		delete(n.chans, e.channel)
+		if e.live && n.ps != nil && !s.closed {
+			_ = n.ps.SUnsubscribe(context.Background(), e.channel)
+		}
+		e.node, e.live = nil, false
+	}
+}
+
+// routeLocked starts a goroutine that finds the master of e's slot and
+// subscribes e there, after delay; reload asks the client to reload its
+// slot map first.
+func (s *clusterSubscriber) routeLocked(e *shardEntry, delay time.Duration, reload bool) {
+	if s.closed {
+		return
+	}
+	if n := e.node; n != nil {
+		delete(n.chans, e.channel)
+	}
+	e.node, e.live = nil, false
+	s.wg.Add(1)
+	go s.route(e, delay, reload)
+}
+
+func (s *clusterSubscriber) route(e *shardEntry, delay time.Duration, reload bool) {
+	defer s.wg.Done()
+	for {
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		if reload {
+			s.cc.ReloadState(s.ctx)
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, shardOpTimeout)
+		client, err := s.cc.MasterForKey(ctx, e.channel)
+		cancel()
+		s.mu.Lock()
+		if s.closed || e.gone {
+			s.mu.Unlock()
+			return
+		}
+		if len(e.fns) == 0 {
+			s.dropLocked(e) // not on a node: dropped at once
+			s.mu.Unlock()
+			return
+		}
+		if err == nil {
+			addr := client.Options().Addr
+			n := s.nodes[addr]
+			if n == nil {
+				n = &shardNode{addr: addr, chans: make(map[string]*shardEntry)}
+				s.nodes[addr] = n
+				s.wg.Add(1)
+				go s.serve(n, client)
+			}
+			e.node, e.live = n, false
+			n.chans[e.channel] = e
+			if n.ps != nil {
+				err = n.ps.SSubscribe(s.ctx, e.channel)
+			}
+			// With n.ps nil the node goroutine is rebuilding its
+			// connection and subscribes every entry of n.chans.
+			s.mu.Unlock()
+			if err != nil {
+				s.failed(n)
+			}
+			return
+		}
+		s.mu.Unlock()
+		delay = nextDelay(delay)
+		reload = true
+	}
+}
+
+func nextDelay(d time.Duration) time.Duration {
+	if d < shardMinDelay {
+		return shardMinDelay
+	}
+	return min(2*d, shardMaxDelay)
+}
+
+// failed tells n's goroutine that its connection failed outside a read.
+func (s *clusterSubscriber) failed(n *shardNode) {
+	s.mu.Lock()
+	ps := n.ps
+	s.mu.Unlock()
+	if ps != nil {
+		_ = ps.Close() // the node goroutine's read fails and it rebuilds
+	}
+}
+
+// serve owns n's connection until n has no channel left or close.
+func (s *clusterSubscriber) serve(n *shardNode, client *redis.Client) {
+	defer s.wg.Done()
+	delay := time.Duration(0)
+	for {
+		ps := s.open(n, client)
+		if ps == nil {
+			return
+		}
+		start := time.Now()
+		s.read(n, ps)
+		_ = ps.Close()
+		s.mu.Lock()
+		if n.ps == ps {
+			n.ps = nil
+		}
+		for _, e := range n.chans {
+			e.live = false
+		}
+		s.mu.Unlock()
+		if time.Since(start) > shardMaxDelay {
+			delay = 0 // it worked for a while: retry soon
+		}
+		for {
+			delay = nextDelay(delay)
+			t := time.NewTimer(delay)
+			select {
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			// Route away the channels whose slot n no longer serves, and
+			// take the client the cluster client has for n now.
+			var done bool
+			if client, done = s.recheck(n); done {
+				return
+			}
+			if client != nil {
+				break
+			}
+		}
+	}
+}
+
+// open makes n's connection and subscribes every channel of n on it, one
+// SSUBSCRIBE each. It returns nil when n has nothing left to serve (n is
+// then forgotten) or on close.
+func (s *clusterSubscriber) open(n *shardNode, client *redis.Client) *redis.PubSub {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range n.chans {
+		if len(e.fns) == 0 {
+			s.dropLocked(e) // not live (n.ps is nil): dropped at once
+		}
+	}
+	if s.forgetLocked(n) {
+		return nil
+	}
+	ps := client.SSubscribe(s.ctx)
+	n.ps = ps
+	for ch, e := range n.chans {
+		e.live = false
+		if err := ps.SSubscribe(s.ctx, ch); err != nil {
+			break // the read fails too, and the next round subscribes again
+		}
+	}
+	return ps
+}
+
+// forgetLocked forgets n when it has nothing left to serve or on close,
+// and reports whether it did.
+func (s *clusterSubscriber) forgetLocked(n *shardNode) bool {
+	if !s.closed && len(n.chans) > 0 {
+		return false
+	}
+	if s.nodes[n.addr] == n {
+		delete(s.nodes, n.addr)
+	}
+	return true
+}
+
+// recheck reloads the slot map and routes the channels of n whose slot
+// another master serves now to that master. It returns the cluster
+// client's client of n (nil when no channel's master could be looked up),
+// and done when n has nothing left (n is then forgotten) or on close.
+func (s *clusterSubscriber) recheck(n *shardNode) (client *redis.Client, done bool) {
+	s.cc.ReloadState(s.ctx)
+	s.mu.Lock()
+	entries := make([]*shardEntry, 0, len(n.chans))
+	for _, e := range n.chans {
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	for _, e := range entries {
+		ctx, cancel := context.WithTimeout(s.ctx, shardOpTimeout)
+		c, err := s.cc.MasterForKey(ctx, e.channel)
+		cancel()
+		if err != nil {
+			continue // unknown: keep it here for now
+		}
+		if c.Options().Addr == n.addr {
+			client = c
+			continue
+		}
+		s.mu.Lock()
+		if e.node == n && !e.gone {
+			s.routeLocked(e, 0, false)
+		}
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return client, s.forgetLocked(n)
+}
+
+// read dispatches what ps receives until it fails.
+func (s *clusterSubscriber) read(n *shardNode, ps *redis.PubSub) {
+	idle := 0
+	for {
+		m, err := ps.ReceiveTimeout(s.ctx, shardIdle)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && s.ctx.Err() == nil {
+				idle++
+				if idle > 1 { // a PING went unanswered for a whole period
+					return
+				}
+				if ps.Ping(s.ctx) != nil {
+					return
+				}
+				continue
+			}
+			var re redis.Error
+			if errors.As(err, &re) && !errors.Is(err, redis.Nil) {
+				if s.reply(n, re.Error()) {
+					continue
+				}
+			}
+			return
+		}
+		idle = 0
+		switch m := m.(type) {
+		case *redis.Message:
+			s.mu.Lock()
+			e := n.chans[m.Channel]
+			var fns []keyedFn
+			if e != nil && e.live {
+				fns = e.fns
+			}
+			s.mu.Unlock()
+			for _, f := range fns {
+				f.fn(backend.Wake{ID: e.id, Token: m.Payload})
+			}
+		case *redis.Subscription:
+			switch m.Kind {
+			case "ssubscribe":
+				s.confirm(n, ps, m.Channel)
+			case "sunsubscribe":
+				s.dropped(n, m.Channel)
+			}
+		}
+	}
+}
+
+// confirm handles the confirmation of channel on n.
+func (s *clusterSubscriber) confirm(n *shardNode, ps *redis.PubSub, channel string) {
+	s.mu.Lock()
+	e := n.chans[channel]
+	if e == nil || n.ps != ps || e.live {
+		s.mu.Unlock()
+		return
+	}
+	e.live = true
+	if len(e.fns) == 0 {
+		if !e.confirmed {
+			e.confirmed = true
+			close(e.ready)
+		}
+		s.dropLocked(e)
+		s.mu.Unlock()
+		return
+	}
+	if !e.confirmed {
+		e.confirmed = true
+		close(e.ready)
+		s.mu.Unlock()
+		return
+	}
+	// Subscribed again: on a new connection or another node.
+	fns := e.fns
+	s.mu.Unlock()
+	for _, f := range fns {
+		f.fn(backend.Wake{ID: e.id, All: true})
+	}
+}
+
+// dropped handles an sunsubscribe of channel on n: the reply to the
+// Backend's own SUNSUBSCRIBE (the entry is gone from n then), or the node
+// telling that it no longer serves the channel's slot.
+func (s *clusterSubscriber) dropped(n *shardNode, channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := n.chans[channel]
+	if e == nil || !e.live {
+		return
+	}
+	s.routeLocked(e, 0, true)
+}
+
+// reply handles an error reply on n's connection and reports whether the
+// connection is still good.
+func (s *clusterSubscriber) reply(n *shardNode, msg string) bool {
+	f := strings.Fields(msg)
+	switch {
+	case len(f) == 3 && (f[0] == "MOVED" || f[0] == "ASK"):
+		// A SSUBSCRIBE reached a node that does not serve the slot: route
+		// the pending channels of that slot again.
+		slot, err := strconv.Atoi(f[1])
+		if err != nil {
+			return true
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, e := range n.chans {
+			if e.slot == slot && !e.live {
+				s.routeLocked(e, shardMinDelay, true)
+			}
+		}
+		return true
+	case len(f) > 0 && f[0] == "CROSSSLOT":
+		// go-redis re-subscribed every channel in one command after a
+		// reconnect: start over on a connection of our own.
+		return false
+	default:
+		// Refused (e.g. an ACL, or a server without sharded pub/sub): the
+		// channels never confirmed get the error; the others stay.
+		err := errors.New("redisbackend: SSUBSCRIBE refused: " + msg)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, e := range n.chans {
+			if !e.confirmed && !e.live {
+				e.err = err
+				close(e.ready)
+				e.confirmed = true // ready is closed
+				e.gone = true
+				delete(n.chans, e.channel)
+				if s.chans[e.channel] == e {
+					delete(s.chans, e.channel)
+				}
+			}
+		}
+		return true
+	}
+}
+
+func (s *clusterSubscriber) close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return backend.ErrClosed
+	}
+	s.closed = true
+	var pss []*redis.PubSub
+	for _, n := range s.nodes {
+		if n.ps != nil {
+			pss = append(pss, n.ps)
+		}
+	}
+	s.mu.Unlock()
+	s.stop()
+	for _, ps := range pss {
+		_ = ps.Close()
+	}
+	s.wg.Wait()
+	return nil
+}

@@ -1,0 +1,267 @@
+package rueidisbackend
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// spubsub holds a Backend's sharded subscriptions (PubSub mode with
+// Options.ShardedPubSub): each channel is one SSUBSCRIBE sent through
+// client.Receive, which rueidis sends on its connection to the node that
+// serves the channel's slot (on Redis Cluster; the one server otherwise),
+// following MOVED. rueidis multiplexes every subscription of a node on one
+// connection, so this costs no connection per channel, but one goroutine
+// per subscribed channel (a shard channel cannot share an SSUBSCRIBE with
+// a channel of another slot), reference-counted by the Backend's waiters.
+//
+// A Receive ends when its connection breaks, and when the node stops
+// serving the slot (a slot migration or failover: the node sends
+// "sunsubscribe"); the goroutine then subscribes again, at once after a
+// slot move and with a growing delay after a failure, and every
+// confirmation after the first one becomes Wake{ID, All: true}: messages
+// may have been lost meanwhile. Subscribe returns after the first
+// confirmation. The goroutine of a channel nobody waits on sends
+// SUNSUBSCRIBE and ends; a new subscription of the same channel waits for
+// that, so that the old SUNSUBSCRIBE never undoes the new SSUBSCRIBE.
+type spubsub struct {
+	client rueidis.Client
+	ctx    context.Context // cancelled by close
+	stop   context.CancelFunc
+
+	mu       sync.Mutex
+	chans    map[string]*spEntry
+	retiring map[string]*spEntry // dropped, still unsubscribing
+	nextKey  uint64
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+type spEntry struct {
+	id, channel string
+	fns         []keyedFn // copy-on-write: delivery reads it without the lock
+	confirmed   bool      // confirmed at least once; ready is closed
+	err         error     // set before ready is closed when subscribing failed
+	ready       chan struct{}
+	cancel      context.CancelFunc // ends the Receive once nobody waits
+	prev        <-chan struct{}    // done of the entry it replaced, or nil
+	done        chan struct{}      // closed when its goroutine has unsubscribed
+}
+
+// unsubscribeTimeout bounds the SUNSUBSCRIBE of a channel nobody waits on.
+const unsubscribeTimeout = 5 * time.Second
+
+func newSpubsub(client rueidis.Client) *spubsub {
+	ctx, stop := context.WithCancel(context.Background())
+	return &spubsub{
+		client:   client,
+		ctx:      ctx,
+		stop:     stop,
+		chans:    make(map[string]*spEntry),
+		retiring: make(map[string]*spEntry),
+	}
+}
+
+func (s *spubsub) subscribe(ctx context.Context, id, channel string, fn func(backend.Wake)) (func(), error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, backend.ErrClosed
+	}
+	e := s.chans[channel]
+	if e == nil {
+		rctx, cancel := context.WithCancel(s.ctx)
+		e = &spEntry{id: id, channel: channel, ready: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+		if old := s.retiring[channel]; old != nil {
+			e.prev = old.done
+		}
+		s.chans[channel] = e
+		s.wg.Add(1)
+		go s.run(e, rctx)
+	}
+	s.nextKey++
+	key := s.nextKey
+	e.fns = append(e.fns[:len(e.fns):len(e.fns)], keyedFn{key, fn})
+	s.mu.Unlock()
+
+	var once sync.Once
+	cancel := func() { once.Do(func() { s.unsubscribe(e, key) }) }
+	select {
+	case <-e.ready:
+		if e.err != nil {
+			cancel()
+			return nil, e.err
+		}
+		return cancel, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, ctx.Err()
+	case <-s.ctx.Done():
+		cancel()
+		return nil, backend.ErrClosed
+	}
+}
+
+func (s *spubsub) unsubscribe(e *spEntry, key uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fns := make([]keyedFn, 0, len(e.fns))
+	for _, f := range e.fns {
+		if f.key != key {
+			fns = append(fns, f)
+		}
+	}
+	e.fns = fns
+	if len(fns) == 0 && s.chans[e.channel] == e {
+		delete(s.chans, e.channel)
+		s.retiring[e.channel] = e
+		e.cancel()
+	}
+}
+
+// run keeps e's channel subscribed until e is dropped or close.
+func (s *spubsub) run(e *spEntry, ctx context.Context) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		if s.retiring[e.channel] == e {
+			delete(s.retiring, e.channel)
+		}
+		s.mu.Unlock()
+		close(e.done)
+	}()
+	if e.prev != nil {
+		select {
+		case <-e.prev:
+		case <-ctx.Done():
+			return
+		}
+	}
+	delay := time.Duration(0)
+	sent := false
+	for ctx.Err() == nil {
+		hctx := rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
+			if sub.Kind == "ssubscribe" && sub.Channel == e.channel {
+				s.confirm(e)
+			}
+		})
+		sent = true
+		start := time.Now()
+		err := s.client.Receive(hctx, s.client.B().Ssubscribe().Channel(e.channel).Build(), func(m rueidis.PubSubMessage) {
+			s.message(e, m)
+		})
+		if ctx.Err() != nil {
+			break
+		}
+		if err == nil {
+			// The node dropped the channel (its slot moved): subscribe
+			// again, on the node that serves it now.
+			delay = 0
+			continue
+		}
+		if re, ok := rueidis.IsRedisErr(err); ok && !redirect(re) {
+			// Refused (an ACL, a server without sharded pub/sub): the
+			// first subscriber gets the error.
+			if s.fail(e, err) {
+				return
+			}
+		}
+		if time.Since(start) > maxRedial {
+			delay = 0
+		}
+		switch {
+		case delay < minRedial:
+			delay = minRedial
+		default:
+			delay = min(2*delay, maxRedial)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+	if !sent {
+		return
+	}
+	// Dropped or closed: tell the server, so that a client the caller
+	// keeps (NewWithClient) carries no subscription of ours.
+	uctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
+	defer cancel()
+	_ = s.client.Do(uctx, s.client.B().Sunsubscribe().Channel(e.channel).Build()).Error()
+}
+
+// confirm handles a confirmation of e's SSUBSCRIBE; it runs on rueidis's
+// reading goroutine and does not block.
+func (s *spubsub) confirm(e *spEntry) {
+	s.mu.Lock()
+	if !e.confirmed {
+		e.confirmed = true
+		close(e.ready)
+		s.mu.Unlock()
+		return
+	}
+	fns := e.fns
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return
+	}
+	// Subscribed again: on a new connection or another node.
+	for _, f := range fns {
+		f.fn(backend.Wake{ID: e.id, All: true})
+	}
+}
+
+func (s *spubsub) message(e *spEntry, m rueidis.PubSubMessage) {
+	s.mu.Lock()
+	fns := e.fns
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return
+	}
+	for _, f := range fns {
+		f.fn(backend.Wake{ID: e.id, Token: m.Message})
+	}
+}
+
+// fail ends e's first Subscribe with err and reports whether e is done
+// (it had never been confirmed; its subscribers get err and leave).
+func (s *spubsub) fail(e *spEntry, err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.confirmed {
+		return false
+	}
+	e.err = err
+	e.confirmed = true
+	close(e.ready)
+	if s.chans[e.channel] == e {
+		delete(s.chans, e.channel)
+	}
+	return true
+}
+
+// close ends every subscription and waits for the goroutines, which
+// unsubscribe (each bounded by unsubscribeTimeout).
+func (s *spubsub) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.stop()
+	s.wg.Wait()
+}
+
+// redirect reports whether a Redis error reply tells to try elsewhere or
+// later (a slot that moved, a cluster or server not ready).
+func redirect(re *rueidis.RedisError) bool {
+	_, moved := re.IsMoved()
+	_, ask := re.IsAsk()
+	return moved || ask || re.IsTryAgain() || re.IsClusterDown() || re.IsLoading()
+}
