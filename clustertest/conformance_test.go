@@ -1,0 +1,218 @@
+package clustertest
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/conformance"
+	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/rediscluster"
+	"github.com/redislocker/lock/redisbackend"
+	"github.com/redislocker/lock/rueidisbackend"
+)
+
+// TestConformanceGoRedis runs the shared suite with redisbackend on
+// redis.ClusterClient, one client per backend.
+func TestConformanceGoRedis(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) conformance.Harness {
+		return newGoRedisHarness(t, rediscluster.Shared(t), nil)
+	})
+}
+
+// TestConformanceRueidisTracking runs the suite with rueidisbackend in
+// Tracking mode on a rueidis cluster client (one tracking connection per
+// node).
+func TestConformanceRueidisTracking(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) conformance.Harness {
+		return newRueidisHarness(t, rediscluster.Shared(t), rueidisbackend.Tracking, nil)
+	})
+}
+
+// TestConformanceRueidisPubSub runs the suite with rueidisbackend in
+// PubSub mode (NewWithClient) on a rueidis cluster client.
+func TestConformanceRueidisPubSub(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) conformance.Harness {
+		return newRueidisHarness(t, rediscluster.Shared(t), rueidisbackend.PubSub, nil)
+	})
+}
+
+// TestConformanceGoRedisSharded runs the suite with redisbackend on
+// redis.ClusterClient with ShardedPubSub: SPUBLISH from the scripts, one
+// SSUBSCRIBE connection per master.
+func TestConformanceGoRedisSharded(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) conformance.Harness {
+		return newGoRedisHarness(t, rediscluster.Shared(t), &redisbackend.Options{ShardedPubSub: true})
+	})
+}
+
+// TestConformanceRueidisPubSubSharded runs the suite with rueidisbackend
+// in PubSub mode with ShardedPubSub: SPUBLISH from the scripts, SSUBSCRIBE
+// through rueidis's connection to each channel's master.
+func TestConformanceRueidisPubSubSharded(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) conformance.Harness {
+		return newRueidisHarness(t, rediscluster.Shared(t), rueidisbackend.PubSub, &rueidisbackend.Options{ShardedPubSub: true})
+	})
+}
+
+// goRedisHarness makes redisbackend Backends on a cluster under one prefix.
+type goRedisHarness struct {
+	addrs []string
+	opts  redisbackend.Options
+	ks    keys.Keyspace
+	raw   *redis.ClusterClient
+}
+
+var (
+	_ conformance.Expirer      = (*goRedisHarness)(nil)
+	_ conformance.StateChecker = (*goRedisHarness)(nil)
+)
+
+func newGoRedisHarness(t *testing.T, c *rediscluster.Cluster, opts *redisbackend.Options) *goRedisHarness {
+	h := &goRedisHarness{addrs: c.Addrs()}
+	if opts != nil {
+		h.opts = *opts
+	}
+	if h.opts.Prefix == "" {
+		h.opts.Prefix = prefix(t)
+	}
+	ks, err := keys.New(h.opts.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ks = ks
+	h.raw = redis.NewClusterClient(&redis.ClusterOptions{Addrs: h.addrs})
+	t.Cleanup(func() { h.raw.Close() })
+	return h
+}
+
+func (h *goRedisHarness) NewBackend(t *testing.T) backend.Backend {
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: h.addrs})
+	o := h.opts
+	b, err := redisbackend.New(client, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = b.Close()
+		client.Close()
+	})
+	return b
+}
+
+func (h *goRedisHarness) ExpireNow(t *testing.T, id string) {
+	if err := h.raw.Del(ctx, h.ks.For(id).Lock).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *goRedisHarness) StateLeft(t *testing.T, id string) []string {
+	return stateLeft(t, h.ks, id, func(fn func(addr string, c redis.Cmdable) error) error {
+		return h.raw.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return fn(c.Options().Addr, c)
+		})
+	})
+}
+
+// stateLeft scans every master for id's keys other than the counters.
+func stateLeft(t *testing.T, ks keys.Keyspace, id string, each func(func(addr string, c redis.Cmdable) error) error) []string {
+	var mu sync.Mutex
+	var left []string
+	err := each(func(addr string, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, ks.Pattern(id), 100).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			if _, suffix, err := ks.Parse(k); err == nil && suffix == keys.SuffixCounters {
+				continue
+			}
+			mu.Lock()
+			left = append(left, k)
+			mu.Unlock()
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(left)
+	return left
+}
+
+// rueidisHarness makes rueidisbackend Backends on a cluster under one
+// prefix.
+type rueidisHarness struct {
+	addrs []string
+	mode  rueidisbackend.Mode
+	opts  rueidisbackend.Options
+	ks    keys.Keyspace
+	raw   *redis.ClusterClient
+}
+
+var (
+	_ conformance.Expirer      = (*rueidisHarness)(nil)
+	_ conformance.StateChecker = (*rueidisHarness)(nil)
+)
+
+func newRueidisHarness(t *testing.T, c *rediscluster.Cluster, mode rueidisbackend.Mode, opts *rueidisbackend.Options) *rueidisHarness {
+	h := &rueidisHarness{addrs: c.Addrs(), mode: mode}
+	if opts != nil {
+		h.opts = *opts
+	}
+	if h.opts.Prefix == "" {
+		h.opts.Prefix = prefix(t)
+	}
+	ks, err := keys.New(h.opts.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ks = ks
+	h.raw = redis.NewClusterClient(&redis.ClusterOptions{Addrs: h.addrs})
+	t.Cleanup(func() { h.raw.Close() })
+	return h
+}
+
+func (h *rueidisHarness) NewBackend(t *testing.T) backend.Backend {
+	co := rueidis.ClientOption{InitAddress: h.addrs}
+	o := h.opts
+	var b *rueidisbackend.Backend
+	var err error
+	if h.mode == rueidisbackend.Tracking {
+		o.ClientOption = co
+		b, err = rueidisbackend.New(o)
+	} else {
+		co.DisableCache = true
+		client, cerr := rueidis.NewClient(co)
+		if cerr != nil {
+			t.Fatal(cerr)
+		}
+		t.Cleanup(client.Close)
+		b, err = rueidisbackend.NewWithClient(client, &o)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Mode() != h.mode {
+		t.Fatalf("Mode() = %v, want %v", b.Mode(), h.mode)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func (h *rueidisHarness) ExpireNow(t *testing.T, id string) {
+	if err := h.raw.Del(ctx, h.ks.For(id).Lock).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *rueidisHarness) StateLeft(t *testing.T, id string) []string {
+	return stateLeft(t, h.ks, id, func(fn func(addr string, c redis.Cmdable) error) error {
+		return h.raw.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return fn(c.Options().Addr, c)
+		})
+	})
+}

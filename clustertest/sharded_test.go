@@ -1,0 +1,286 @@
+package clustertest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/rediscluster"
+	"github.com/redislocker/lock/redisbackend"
+	"github.com/redislocker/lock/rueidisbackend"
+)
+
+// clusterEnv is one test's view of the shared cluster: a raw cluster
+// client and the slot owners.
+type clusterEnv struct {
+	t       *testing.T
+	c       *rediscluster.Cluster
+	raw     *redis.ClusterClient
+	masters []string
+	owner   map[int]string // slot -> master address
+}
+
+func newClusterEnv(t *testing.T) *clusterEnv {
+	t.Helper()
+	c := rediscluster.Shared(t)
+	raw := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	t.Cleanup(func() { raw.Close() })
+	e := &clusterEnv{t: t, c: c, raw: raw}
+	e.refresh()
+	return e
+}
+
+// refresh reads the slot owners again.
+func (e *clusterEnv) refresh() {
+	e.t.Helper()
+	nodes, err := e.c.Topology(ctx, "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.owner = map[int]string{}
+	e.masters = nil
+	for _, n := range nodes {
+		if !n.Master() || len(n.Slots) == 0 {
+			continue
+		}
+		e.masters = append(e.masters, n.Addr)
+		for _, r := range n.Slots {
+			for s := r[0]; s <= r[1]; s++ {
+				e.owner[s] = n.Addr
+			}
+		}
+	}
+}
+
+// idsPerMaster returns perMaster ids for each master: ids[master] lists
+// ids whose slot that master serves.
+func (e *clusterEnv) idsPerMaster(perMaster int) map[string][]string {
+	out := map[string][]string{}
+	for i := 0; ; i++ {
+		done := true
+		for _, m := range e.masters {
+			if len(out[m]) < perMaster {
+				done = false
+			}
+		}
+		if done {
+			return out
+		}
+		id := fmt.Sprint("id-", i)
+		m := e.owner[keys.SlotOf(id)]
+		if len(out[m]) < perMaster {
+			out[m] = append(out[m], id)
+		}
+	}
+}
+
+// clientsNamed returns, per master, the CLIENT LIST lines of the
+// connections named name.
+func (e *clusterEnv) clientsNamed(name string) map[string][]string {
+	e.t.Helper()
+	out := map[string][]string{}
+	for _, m := range e.masters {
+		list, err := e.c.Do(ctx, m, "CLIENT", "LIST")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, l := range strings.Split(list.(string), "\n") {
+			if strings.Contains(l, " name="+name+" ") {
+				out[m] = append(out[m], l)
+			}
+		}
+	}
+	return out
+}
+
+// field returns the value of key in a CLIENT LIST line.
+func field(line, key string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func uniqueName(t *testing.T) string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "clustertest-" + hex.EncodeToString(b[:])
+}
+
+// wakes collects the wake-ups of one subscriber.
+type wakes struct{ ch chan backend.Wake }
+
+func newWakes() *wakes { return &wakes{ch: make(chan backend.Wake, 1000)} }
+
+func (w *wakes) fn(x backend.Wake) {
+	select {
+	case w.ch <- x:
+	default:
+		panic("test wake buffer full")
+	}
+}
+
+func (w *wakes) next(t *testing.T) backend.Wake {
+	t.Helper()
+	select {
+	case x := <-w.ch:
+		return x
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake-up within 10s")
+		return backend.Wake{}
+	}
+}
+
+// nextMatching returns the first wake-up that satisfies ok, skipping
+// others (e.g. a Wake{All} of a reconnect that raced the test's step).
+func (w *wakes) nextMatching(t *testing.T, what string, ok func(backend.Wake) bool) backend.Wake {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case x := <-w.ch:
+			if ok(x) {
+				return x
+			}
+		case <-deadline:
+			t.Fatalf("no %s within 10s", what)
+			return backend.Wake{}
+		}
+	}
+}
+
+// eventually waits for cond, failing with msg after a deadline.
+func eventually(t *testing.T, msg string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10s: %s", msg)
+		}
+		<-tick.C
+	}
+}
+
+// shardedBackends are the two sharded listeners: redisbackend on a cluster
+// client, rueidisbackend in PubSub mode. Each returns a Backend whose
+// connections carry name, under prefix.
+var shardedBackends = []struct {
+	name string
+	make func(t *testing.T, addrs []string, name, prefix string) backend.Backend
+}{
+	{"go-redis", func(t *testing.T, addrs []string, name, prefix string) backend.Backend {
+		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ClientName: name})
+		b, err := redisbackend.New(client, &redisbackend.Options{Prefix: prefix, ShardedPubSub: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = b.Close()
+			client.Close()
+		})
+		return b
+	}},
+	{"rueidis", func(t *testing.T, addrs []string, name, prefix string) backend.Backend {
+		b, err := rueidisbackend.New(rueidisbackend.Options{
+			ClientOption:  rueidis.ClientOption{InitAddress: addrs, ClientName: name, DisableCache: true},
+			Prefix:        prefix,
+			ShardedPubSub: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}},
+}
+
+// TestShardedSubscriptions: with ShardedPubSub, a Backend's subscriptions
+// of ids on every master are confirmed on each id's master (an SPUBLISH
+// right after Subscribe arrives), use one connection per master, are
+// restored with Wake{All} after every pub/sub connection is killed, and
+// are gone from every master after the last cancel.
+func TestShardedSubscriptions(t *testing.T) {
+	for _, sb := range shardedBackends {
+		t.Run(sb.name, func(t *testing.T) {
+			e := newClusterEnv(t)
+			name := uniqueName(t)
+			ks, _ := keys.New(prefix(t))
+			b := sb.make(t, e.c.Addrs(), name, ks.Prefix())
+			byMaster := e.idsPerMaster(3)
+			w := map[string]*wakes{}
+			var cancels []func()
+			for _, ids := range byMaster {
+				for _, id := range ids {
+					w[id] = newWakes()
+					cancel, err := b.Subscribe(ctx, id, w[id].fn)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cancels = append(cancels, cancel)
+					if n := e.raw.SPublish(ctx, ks.Channel(id), "T-"+id).Val(); n != 1 {
+						t.Fatalf("SPUBLISH right after Subscribe(%s) reached %d subscribers, want 1", id, n)
+					}
+					if x := w[id].next(t); x != (backend.Wake{ID: id, Token: "T-" + id}) {
+						t.Fatalf("wake of %s = %+v", id, x)
+					}
+				}
+			}
+			// One connection per master holds that master's channels.
+			for m, lines := range e.clientsNamed(name) {
+				var subs []string
+				for _, l := range lines {
+					if n := field(l, "ssub"); n != "0" && n != "" {
+						subs = append(subs, n)
+					}
+				}
+				if len(subs) != 1 || subs[0] != "3" {
+					t.Errorf("master %s: connections with shard channels: %v, want one with 3", m, subs)
+				}
+			}
+			// Kill every pub/sub connection: every id re-checks, and
+			// messages flow again.
+			for _, m := range e.masters {
+				if _, err := e.c.Do(ctx, m, "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			killed := time.Now()
+			for id := range w {
+				w[id].nextMatching(t, "Wake{All} of "+id+" after the reconnect", func(x backend.Wake) bool { return x == backend.Wake{ID: id, All: true} })
+			}
+			t.Logf("every id re-checked %v after the kill", time.Since(killed))
+			for id := range w {
+				e.raw.SPublish(ctx, ks.Channel(id), "again")
+				w[id].nextMatching(t, "a wake-up of "+id+" after the reconnect", func(x backend.Wake) bool { return x.Token == "again" })
+			}
+
+			for _, c := range cancels {
+				c()
+			}
+			eventually(t, "every shard channel is unsubscribed after the last cancel", func() bool {
+				for _, lines := range e.clientsNamed(name) {
+					for _, l := range lines {
+						if n := field(l, "ssub"); n != "0" && n != "" {
+							return false
+						}
+					}
+				}
+				return true
+			})
+		})
+	}
+}

@@ -1,0 +1,121 @@
+package clustertest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/rueidisbackend"
+)
+
+// TestTrackingOnCluster: a Tracking-mode Backend on a cluster has one
+// connection per master, with tracking on, and its steps run on that
+// connection (the one whose invalidations it hears); a release on any
+// master wakes exactly that id; a killed connection to one master wakes
+// every waiter with Wake{All} once every master answers again.
+func TestTrackingOnCluster(t *testing.T) {
+	e := newClusterEnv(t)
+	name := uniqueName(t)
+	ks, _ := keys.New(prefix(t))
+	newBackend := func(name string) *rueidisbackend.Backend {
+		b, err := rueidisbackend.New(rueidisbackend.Options{
+			ClientOption: rueidis.ClientOption{InitAddress: e.c.Addrs(), ClientName: name},
+			Prefix:       ks.Prefix(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		if b.Mode() != rueidisbackend.Tracking {
+			t.Fatalf("Mode() = %v", b.Mode())
+		}
+		return b
+	}
+	waiter := newBackend(name)
+	holder := newBackend(name + "-holder")
+	byMaster := e.idsPerMaster(2)
+	w := map[string]*wakes{}
+	for _, ids := range byMaster {
+		for _, id := range ids {
+			w[id] = newWakes()
+			if _, err := waiter.Subscribe(ctx, id, w[id].fn); err != nil {
+				t.Fatal(err)
+			}
+			r := backend.AcquireRequest{ID: id, Token: "H", TTL: time.Minute}
+			if g, err := holder.Acquire(ctx, r); err != nil || !g.Acquired {
+				t.Fatalf("holder %s: %+v, %v", id, g, err)
+			}
+			r = backend.AcquireRequest{ID: id, Token: "W", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute}
+			if g, err := waiter.Acquire(ctx, r); err != nil || !g.Queued {
+				t.Fatalf("waiter %s: %+v, %v", id, g, err)
+			}
+		}
+	}
+	// One connection per master, tracking, and the one that ran the steps.
+	ids := map[string]string{} // master -> client id of the waiter's connection
+	for m, lines := range e.clientsNamed(name) {
+		if len(lines) != 1 {
+			t.Fatalf("master %s: %d connections of the Backend, want 1:\n%s", m, len(lines), strings.Join(lines, "\n"))
+		}
+		if f := field(lines[0], "flags"); !strings.Contains(f, "t") {
+			t.Errorf("master %s: connection flags %q lack t (tracking)", m, f)
+		}
+		if c := field(lines[0], "cmd"); c != "evalsha" {
+			t.Errorf("master %s: the tracking connection's last command is %q, want the steps' evalsha", m, c)
+		}
+		ids[m] = field(lines[0], "id")
+	}
+	if len(ids) != len(e.masters) {
+		t.Fatalf("the Backend has connections to %d of %d masters", len(ids), len(e.masters))
+	}
+	// A release on each master wakes exactly its id. (rueidis reports
+	// the close of any tracking connection as "invalidate everything",
+	// also of one it closes itself: seen right after a cluster client
+	// starts. Each is a Wake{All}, a spare re-check; those are not
+	// counted here.)
+	for _, m := range e.masters {
+		id := byMaster[m][0]
+		if err := holder.Release(ctx, id, "H"); err != nil {
+			t.Fatal(err)
+		}
+		w[id].nextMatching(t, "Wake{ID} of "+id+" after its release", func(x backend.Wake) bool { return x == backend.Wake{ID: id} })
+		for other := range w {
+			for _, x := range drain(w[other]) {
+				if other != id && !x.All {
+					t.Fatalf("releasing %s woke %s: %+v", id, other, x)
+				}
+			}
+		}
+	}
+	// Kill the waiter's connection to one master: every id re-checks.
+	m := e.masters[0]
+	if _, err := e.c.Do(ctx, m, "CLIENT", "KILL", "ID", ids[m]); err != nil {
+		t.Fatal(err)
+	}
+	for id := range w {
+		w[id].nextMatching(t, "Wake{All} of "+id+" after the lost connection", func(x backend.Wake) bool { return x == backend.Wake{ID: id, All: true} })
+	}
+	for _, ids := range byMaster {
+		for _, id := range ids {
+			_ = waiter.Leave(ctx, id, "W")
+			_ = holder.Release(ctx, id, "H")
+		}
+	}
+}
+
+// drain returns the wake-ups delivered so far.
+func drain(w *wakes) []backend.Wake {
+	var out []backend.Wake
+	for {
+		select {
+		case x := <-w.ch:
+			out = append(out, x)
+		default:
+			return out
+		}
+	}
+}
