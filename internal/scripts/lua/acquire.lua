@@ -49,6 +49,15 @@ if holder == token then
   return {1, tonumber(redis.call('HGET', counters, 'fence')) or 0, left, 0, 0, 0, 0}
 end
 
+-- Fast path: a free lock with no queue key (no waiter, live or dead) is
+-- granted at once; this is the whole uncontended case.
+if not holder and redis.call('EXISTS', q) == 0 then
+  local fence = redis.call('HINCRBY', counters, 'fence', 1)
+  redis.call('SET', lock, token, 'PX', ttl)
+  redis.call('PTTL', lock) -- keeps a NOLOOP tracking client tracking it (see below)
+  return {1, fence, ttl, 0, 0, 0, 0}
+end
+
 local head_before = false
 if not holder then head_before = head_of(q) end
 local now = now_ms()

@@ -22,6 +22,8 @@ if redis.call('GET', lock) ~= token then
   return fail('LOCKNOTHELD', 'the token does not hold the lock')
 end
 redis.call('DEL', lock)
+-- Fast path: no queue key, nobody to wake.
+if redis.call('EXISTS', q) == 0 then return 1 end
 -- Wake a live head, not one that stopped heartbeating.
 purge(q, d, now_ms(), limit)
 local head = head_of(q)
