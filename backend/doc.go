@@ -44,7 +44,12 @@
 //     ordered by ticket, never by time. A full queue returns ErrQueueFull and
 //     enqueues nothing. Without req.Wait nothing is enqueued.
 //  3. Release deletes the lock only if req token holds it (compare-and-
-//     delete); otherwise it returns ErrNotHeld and changes nothing.
+//     delete); otherwise it returns ErrNotHeld and changes nothing. A
+//     backend whose client may resend a command on its own (go-redis
+//     retries after a lost reply) may answer nil to the token of the id's
+//     latest Release, so that the resent release does not report
+//     ErrNotHeld for a release that happened; it never touches a lock
+//     another token holds.
 //  4. Extend sets a new expiry only if the token holds the lock and it has
 //     not expired (compare-and-set); it never re-creates an expired lock,
 //     and it keeps the fence. Otherwise ErrNotHeld.

@@ -15,12 +15,15 @@ import (
 // and the queue of tokens in ticket order. TTLs are long, so nothing
 // expires while rapid runs its steps.
 type lockModel struct {
-	holder     string
-	fence      uint64 // the current (or last) holder's fence
-	lastFence  uint64 // the highest fence granted on the id
-	queue      []string
-	tickets    map[string]uint64
-	lastTicket uint64
+	holder    string
+	fence     uint64 // the current (or last) holder's fence
+	lastFence uint64 // the highest fence granted on the id
+	// lastReleased is the token of the id's latest Release; a backend may
+	// answer nil to it again (a resent release), or ErrNotHeld.
+	lastReleased string
+	queue        []string
+	tickets      map[string]uint64
+	lastTicket   uint64
 }
 
 func (m *lockModel) queued(tok string) bool { return slices.Contains(m.queue, tok) }
@@ -171,12 +174,15 @@ func model(e *env) {
 			"Release": func(rt *rapid.T) {
 				tok := drawTok(rt)
 				err := drawB(rt).Release(ctx, id, tok)
-				if m.holder == tok {
+				switch {
+				case m.holder == tok:
 					if err != nil {
 						fail("Release(%s) by the holder: %v", tok, err)
 					}
-					m.holder = ""
-				} else if !errors.Is(err, backend.ErrNotHeld) {
+					m.holder, m.lastReleased = "", tok
+				case tok == m.lastReleased && err == nil:
+					// Allowed: the same release again (checklist item 3).
+				case !errors.Is(err, backend.ErrNotHeld):
 					fail("Release(%s) by a non-holder: %v, want ErrNotHeld", tok, err)
 				}
 			},

@@ -172,8 +172,23 @@ func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
 	if err := b.Release(ctx, "r", "A"); err != nil {
 		t.Fatal(err)
 	}
+	// The same release again (a client's resend after a lost reply) is
+	// answered nil: it did release. It changes nothing.
+	if err := b.Release(ctx, "r", "A"); err != nil {
+		t.Fatalf("second Release by the same token = %v, want nil (a resent release)", err)
+	}
+	mustAcquire(t, b, req("r", "B2", false))
+	if err := b.Release(ctx, "r", "A"); err != nil {
+		t.Fatalf("a resent Release after another token took the lock = %v, want nil", err)
+	}
+	if v := e.raw.Get(ctx, k.Lock).Val(); v != "B2" {
+		t.Fatalf("lock = %q after a resent release, want B2 (untouched)", v)
+	}
+	if err := b.Release(ctx, "r", "B2"); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Release(ctx, "r", "A"); !errors.Is(err, backend.ErrNotHeld) {
-		t.Fatalf("second Release = %v, want ErrNotHeld", err)
+		t.Fatalf("Release by a token whose release is not the latest = %v, want ErrNotHeld", err)
 	}
 
 	// An expired lease can be neither extended (no re-creation) nor released.

@@ -113,7 +113,7 @@ func TestOwnWritesKeepTracking(t *testing.T) {
 		t.Fatalf("its own release woke %+v, want {ID: x}", got)
 	}
 	// A release that finds the lock not held changes nothing and wakes nobody.
-	if err := w.Release(ctx, "x", "H2"); err != backend.ErrNotHeld {
+	if err := w.Release(ctx, "x", "H3"); err != backend.ErrNotHeld {
 		t.Fatalf("second release = %v, want ErrNotHeld", err)
 	}
 	x.none(t, quiet/2)

@@ -166,7 +166,7 @@ func AcquireCall(k keys.ID, req backend.AcquireRequest, maxWaiters, purgeLimit i
 
 // ReleaseCall returns the KEYS and ARGV of release.
 func ReleaseCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines}, []string{token, fmt.Sprint(purgeLimit), k.Channel, string(pub)}
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, fmt.Sprint(purgeLimit), k.Channel, string(pub)}
 }
 
 // ExtendCall returns the KEYS and ARGV of extend.
@@ -176,7 +176,7 @@ func ExtendCall(k keys.ID, token string, ttl time.Duration) (keys, args []string
 
 // LeaveCall returns the KEYS and ARGV of leave.
 func LeaveCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines}, []string{token, fmt.Sprint(purgeLimit), k.Channel, string(pub)}
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, fmt.Sprint(purgeLimit), k.Channel, string(pub)}
 }
 
 // HeartbeatCall returns the KEYS and ARGV of heartbeat for tokens of one
