@@ -334,20 +334,76 @@ func anys(ss []string) []any {
 	return out
 }
 
-// run sends EVALSHA and, when the server does not know the script, EVAL.
+// run sends EVALSHA and, when the server does not know the script, EVAL;
+// a step the cluster refused for now (TRYAGAIN, CLUSTERDOWN) is resent as
+// tryAgain says.
 func (b *Backend) run(ctx context.Context, s scripts.Script, k, a []string) *redis.Cmd {
 	args := anys(a)
-	cmd := b.client.EvalSha(ctx, s.SHA1, k, args...)
-	if isNoScript(cmd.Err()) {
-		cmd = b.client.Eval(ctx, s.Source, k, args...)
+	var cmd *redis.Cmd
+	send := func() {
+		cmd = b.client.EvalSha(ctx, s.SHA1, k, args...)
+		if isNoScript(cmd.Err()) {
+			cmd = b.client.Eval(ctx, s.Source, k, args...)
+		}
 	}
+	send()
+	tryAgain(ctx, func() bool { return isTryAgain(cmd.Err()) }, send)
 	return cmd
+}
+
+// Resending a step that Redis Cluster refused for now.
+const (
+	tryAgainFor   = 5 * time.Second        // longest time a step is resent
+	tryAgainFirst = 10 * time.Millisecond  // first delay, doubled each time
+	tryAgainMax   = 250 * time.Millisecond // longest delay
+)
+
+// tryAgain resends a step while again reports that Redis Cluster refused
+// it for now, for up to tryAgainFor or until ctx ends. TRYAGAIN is the
+// answer to a step whose keys are split between two nodes, or missing,
+// while their slot migrates (a step's keys are often missing: a free lock
+// has no lock key), CLUSTERDOWN the answer while a failover promotes a
+// replica, and a MOVED or ASK reaches the Backend when go-redis has
+// followed MaxRedirects of them; either way the script did not run, so
+// every step, Release too, can be sent again. go-redis resends them
+// itself, but only MaxRedirects times within milliseconds; a slot
+// migration takes longer.
+func tryAgain(ctx context.Context, again func() bool, resend func()) {
+	delay := tryAgainFirst
+	deadline := time.Now().Add(tryAgainFor)
+	for again() && time.Now().Before(deadline) {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		resend()
+		delay = min(2*delay, tryAgainMax)
+	}
+}
+
+// isTryAgain reports whether err is a refusal of Redis Cluster to run a
+// step for now: TRYAGAIN (its slot migrates), CLUSTERDOWN, or a MOVED or
+// ASK that go-redis gave up following.
+func isTryAgain(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, p := range []string{"TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // runAll sends calls in one pipeline of EVALSHAs and resends the ones the
 // server did not know as EVALs in a second pipeline (a NOSCRIPT reply means
-// the call did not run). The returned error is a failure of the whole
-// round trip; the per-call replies are in the commands.
+// the call did not run), and the ones the cluster refused for now
+// (TRYAGAIN) as tryAgain says. The returned error is a failure of the
+// whole round trip; the per-call replies are in the commands.
 func (b *Backend) runAll(ctx context.Context, calls []call) ([]*redis.Cmd, error) {
 	if len(calls) == 1 {
 		c := calls[0]
@@ -359,36 +415,68 @@ func (b *Backend) runAll(ctx context.Context, calls []call) ([]*redis.Cmd, error
 	}
 	cmds := make([]*redis.Cmd, len(calls))
 	args := make([][]any, len(calls))
-	pipe := b.client.Pipeline()
+	all := make([]int, len(calls))
 	for i, c := range calls {
 		args[i] = anys(c.args)
+		all[i] = i
+	}
+	if err := b.sendSome(ctx, calls, args, cmds, all); err != nil {
+		return nil, err
+	}
+	var refused []int
+	var failed error
+	tryAgain(ctx, func() bool {
+		refused = refused[:0]
+		for i, cmd := range cmds {
+			if isTryAgain(cmd.Err()) {
+				refused = append(refused, i)
+			}
+		}
+		return len(refused) > 0 && failed == nil
+	}, func() {
+		failed = b.sendSome(ctx, calls, args, cmds, refused)
+	})
+	if failed != nil {
+		return nil, failed
+	}
+	return cmds, nil
+}
+
+// sendSome sends the calls of idx in one pipeline of EVALSHAs and the ones
+// the server did not know as EVALs in a second one, and stores their
+// commands in cmds. It returns a failure of a round trip.
+func (b *Backend) sendSome(ctx context.Context, calls []call, args [][]any, cmds []*redis.Cmd, idx []int) error {
+	pipe := b.client.Pipeline()
+	for _, i := range idx {
+		c := calls[i]
 		cmds[i] = pipe.EvalSha(ctx, c.script.SHA1, c.keys, args[i]...)
 	}
 	_, _ = pipe.Exec(ctx)
 	var retry []int
-	for i, cmd := range cmds {
-		err := cmd.Err()
+	for _, i := range idx {
+		err := cmds[i].Err()
 		switch {
 		case isNoScript(err):
 			retry = append(retry, i)
 		case err != nil && !isReply(err):
-			return nil, err
+			return err
 		}
 	}
-	if len(retry) > 0 {
-		pipe := b.client.Pipeline()
-		for _, i := range retry {
-			c := calls[i]
-			cmds[i] = pipe.Eval(ctx, c.script.Source, c.keys, args[i]...)
-		}
-		_, _ = pipe.Exec(ctx)
-		for _, i := range retry {
-			if err := cmds[i].Err(); err != nil && !isReply(err) {
-				return nil, err
-			}
+	if len(retry) == 0 {
+		return nil
+	}
+	pipe = b.client.Pipeline()
+	for _, i := range retry {
+		c := calls[i]
+		cmds[i] = pipe.Eval(ctx, c.script.Source, c.keys, args[i]...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, i := range retry {
+		if err := cmds[i].Err(); err != nil && !isReply(err) {
+			return err
 		}
 	}
-	return cmds, nil
+	return nil
 }
 
 func acquireResult(cmd *redis.Cmd) (backend.Grant, error) {

@@ -534,13 +534,60 @@ func (b *Backend) eval(s scripts.Script, k, a []string) rueidis.Completed {
 	return b.client.B().Eval().Script(s.Source).Numkeys(int64(len(k))).Key(k...).Arg(a...).Build()
 }
 
-// run sends EVALSHA and, when the server does not know the script, EVAL.
+// run sends EVALSHA and, when the server does not know the script, EVAL;
+// a step the cluster refused for now (TRYAGAIN, CLUSTERDOWN) is resent as
+// tryAgain says.
 func (b *Backend) run(ctx context.Context, s scripts.Script, k, a []string) rueidis.RedisResult {
-	r := b.client.Do(ctx, b.evalsha(s, k, a))
-	if isNoScript(r.Error()) {
-		r = b.client.Do(ctx, b.eval(s, k, a))
+	var r rueidis.RedisResult
+	send := func() {
+		r = b.client.Do(ctx, b.evalsha(s, k, a))
+		if isNoScript(r.Error()) {
+			r = b.client.Do(ctx, b.eval(s, k, a))
+		}
 	}
+	send()
+	tryAgain(ctx, func() bool { return isTryAgain(r.Error()) }, send)
 	return r
+}
+
+// Resending a step that Redis Cluster refused for now.
+const (
+	tryAgainFor   = 5 * time.Second        // longest time a step is resent
+	tryAgainFirst = 10 * time.Millisecond  // first delay, doubled each time
+	tryAgainMax   = 250 * time.Millisecond // longest delay
+)
+
+// tryAgain resends a step while again reports that Redis Cluster refused
+// it for now, for up to tryAgainFor or until ctx ends. TRYAGAIN is the
+// answer to a step whose keys are split between two nodes, or missing,
+// while their slot migrates (a step's keys are often missing: a free lock
+// has no lock key), CLUSTERDOWN the answer while a failover promotes a
+// replica; either way the script did not run, so every step, Release
+// too, can be sent again. rueidis resends only read-only commands then.
+// In Tracking mode this matters twice: a step that does not run reads
+// nothing, so it tracks nothing, and a waiter whose step failed learns of
+// a release only when the core tries again.
+func tryAgain(ctx context.Context, again func() bool, resend func()) {
+	delay := tryAgainFirst
+	deadline := time.Now().Add(tryAgainFor)
+	for again() && time.Now().Before(deadline) {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		resend()
+		delay = min(2*delay, tryAgainMax)
+	}
+}
+
+// isTryAgain reports whether err is a refusal of Redis Cluster to run a
+// step for now: TRYAGAIN (its slot migrates) or CLUSTERDOWN.
+func isTryAgain(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && (re.IsTryAgain() || re.IsClusterDown())
 }
 
 // runRetry is run, sent once more when it failed on a broken connection.
@@ -579,7 +626,8 @@ func (b *Backend) runAll(ctx context.Context, calls []call) ([]rueidis.RedisResu
 	return res, err
 }
 
-// runAllOnce is runAll without the retry.
+// runAllOnce is runAll without the retry after a connection failure; the
+// calls the cluster refused for now are resent as tryAgain says.
 func (b *Backend) runAllOnce(ctx context.Context, calls []call) ([]rueidis.RedisResult, error) {
 	if len(calls) == 1 {
 		c := calls[0]
@@ -589,35 +637,69 @@ func (b *Backend) runAllOnce(ctx context.Context, calls []call) ([]rueidis.Redis
 		}
 		return []rueidis.RedisResult{r}, nil
 	}
-	cmds := make(rueidis.Commands, len(calls))
-	for i, c := range calls {
-		cmds[i] = b.evalsha(c.script, c.keys, c.args)
+	res := make([]rueidis.RedisResult, len(calls))
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
 	}
-	res := b.client.DoMulti(ctx, cmds...)
-	var retry []int
-	for i, r := range res {
-		switch err := r.Error(); {
-		case isNoScript(err):
-			retry = append(retry, i)
-		case r.NonRedisError() != nil:
-			return nil, err
-		}
+	if err := b.sendSome(ctx, calls, res, all); err != nil {
+		return nil, err
 	}
-	if len(retry) > 0 {
-		cmds := make(rueidis.Commands, len(retry))
-		for j, i := range retry {
-			c := calls[i]
-			cmds[j] = b.eval(c.script, c.keys, c.args)
-		}
-		again := b.client.DoMulti(ctx, cmds...)
-		for j, i := range retry {
-			if err := again[j].NonRedisError(); err != nil {
-				return nil, err
+	var refused []int
+	var failed error
+	tryAgain(ctx, func() bool {
+		refused = refused[:0]
+		for i, r := range res {
+			if isTryAgain(r.Error()) {
+				refused = append(refused, i)
 			}
-			res[i] = again[j]
 		}
+		return len(refused) > 0 && failed == nil
+	}, func() {
+		failed = b.sendSome(ctx, calls, res, refused)
+	})
+	if failed != nil {
+		return nil, failed
 	}
 	return res, nil
+}
+
+// sendSome sends the calls of idx in one DoMulti of EVALSHAs and the ones
+// the server did not know as EVALs in a second one, and stores their
+// results in res. It returns a failure of a round trip.
+func (b *Backend) sendSome(ctx context.Context, calls []call, res []rueidis.RedisResult, idx []int) error {
+	cmds := make(rueidis.Commands, len(idx))
+	for j, i := range idx {
+		c := calls[i]
+		cmds[j] = b.evalsha(c.script, c.keys, c.args)
+	}
+	got := b.client.DoMulti(ctx, cmds...)
+	var retry []int
+	for j, i := range idx {
+		res[i] = got[j]
+		switch err := got[j].Error(); {
+		case isNoScript(err):
+			retry = append(retry, i)
+		case got[j].NonRedisError() != nil:
+			return err
+		}
+	}
+	if len(retry) == 0 {
+		return nil
+	}
+	cmds = make(rueidis.Commands, len(retry))
+	for j, i := range retry {
+		c := calls[i]
+		cmds[j] = b.eval(c.script, c.keys, c.args)
+	}
+	again := b.client.DoMulti(ctx, cmds...)
+	for j, i := range retry {
+		if err := again[j].NonRedisError(); err != nil {
+			return err
+		}
+		res[i] = again[j]
+	}
+	return nil
 }
 
 func acquireResult(r rueidis.RedisResult) (backend.Grant, error) {

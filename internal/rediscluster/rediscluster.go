@@ -579,7 +579,9 @@ func (c *Cluster) nodeID(ctx context.Context, addr string) (string, error) {
 	return c.doString(ctx, addr, "CLUSTER", "MYID")
 }
 
-// MoveHooks let a test act at each stage of MoveSlot.
+// MoveHooks let a test act at each stage of MoveSlot. A hook's error does
+// not stop the move (a slot left open would stall its keys for good): the
+// move is finished and the first hook error returned.
 type MoveHooks struct {
 	// Opened runs once the slot is IMPORTING on the target and MIGRATING
 	// on the source, before any key moves.
@@ -595,8 +597,9 @@ type MoveHooks struct {
 // target and MIGRATING on the source, MIGRATE of every key (one key per
 // MIGRATE, so that a test sees every partial state), then CLUSTER
 // SETSLOT NODE on the target, the source and every other master. Keys that
-// clients write to the source meanwhile are moved too.
-func (c *Cluster) MoveSlot(ctx context.Context, slot int, to string, h MoveHooks) error {
+// clients write to the source meanwhile are moved too. When a command of
+// the move fails, the slot is closed again (SETSLOT STABLE on both nodes).
+func (c *Cluster) MoveSlot(ctx context.Context, slot int, to string, h MoveHooks) (err error) {
 	from, err := c.SlotOwner(ctx, slot)
 	if err != nil {
 		return err
@@ -612,6 +615,20 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, to string, h MoveHooks
 	if err != nil {
 		return err
 	}
+	var hookErr error
+	hook := func(f func() error) {
+		if err := f(); err != nil && hookErr == nil {
+			hookErr = err
+		}
+	}
+	defer func() {
+		if err != nil {
+			_, _ = c.Do(context.Background(), from, "CLUSTER", "SETSLOT", slot, "STABLE")
+			_, _ = c.Do(context.Background(), to, "CLUSTER", "SETSLOT", slot, "STABLE")
+		} else {
+			err = hookErr
+		}
+	}()
 	if _, err := c.Do(ctx, to, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID); err != nil {
 		return fmt.Errorf("SETSLOT IMPORTING on %s: %w", to, err)
 	}
@@ -619,9 +636,7 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, to string, h MoveHooks
 		return fmt.Errorf("SETSLOT MIGRATING on %s: %w", from, err)
 	}
 	if h.Opened != nil {
-		if err := h.Opened(); err != nil {
-			return err
-		}
+		hook(h.Opened)
 	}
 	host, port, _ := net.SplitHostPort(to)
 	for {
@@ -639,15 +654,11 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, to string, h MoveHooks
 			return fmt.Errorf("MIGRATE %q from %s: %w", key, from, err)
 		}
 		if h.Moved != nil {
-			if err := h.Moved(key); err != nil {
-				return err
-			}
+			hook(func() error { return h.Moved(key) })
 		}
 	}
 	if h.Closing != nil {
-		if err := h.Closing(); err != nil {
-			return err
-		}
+		hook(h.Closing)
 	}
 	// The target first, so that the slot is never served by nobody; then
 	// the source, which stops redirecting with ASK and answers MOVED.
