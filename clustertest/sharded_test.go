@@ -161,6 +161,25 @@ func (w *wakes) nextMatching(t *testing.T, what string, ok func(backend.Wake) bo
 	}
 }
 
+// until calls check until it returns "", failing with its last answer
+// after a deadline.
+func until(t *testing.T, check func() string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		why := check()
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10s: %s", why)
+		}
+		<-tick.C
+	}
+}
+
 // eventually waits for cond, failing with msg after a deadline.
 func eventually(t *testing.T, msg string, cond func() bool) {
 	t.Helper()
