@@ -44,9 +44,14 @@ local lock, q, d, counters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 -- client-side-caching adapter track it with no gap before an invalidation.
 local holder = redis.call('GET', lock)
 if holder == token then
-  -- A retried grant: report the lease as it is (S6).
+  -- A retried grant: report the lease as it is (S6). The fence counter is
+  -- written (+0, no change) so that this step writes: a WAIT after it, on
+  -- its connection, then waits for the replicas to reach the original
+  -- grant too (WAIT counts the replicas that reached the connection's
+  -- last write, and a connection that never wrote has nothing to wait for).
   local left = redis.call('PTTL', lock)
-  return {1, tonumber(redis.call('HGET', counters, 'fence')) or 0, left, 0, 0, 0, 0}
+  local fence = redis.call('HINCRBY', counters, 'fence', 0)
+  return {1, fence, left, 0, 0, 0, 0}
 end
 
 -- Fast path: a free lock with no queue key (no waiter, live or dead) is
