@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/internal/keys"
 )
 
 // Options shape a cluster.
@@ -47,8 +49,7 @@ type Options struct {
 
 // Node is one redis-server of a cluster.
 type Node struct {
-	Addr    string // host:port of clients
-	BusPort int    // the cluster bus port
+	Addr string // host:port of clients
 
 	cmd     *exec.Cmd
 	logPath string
@@ -237,12 +238,46 @@ func start(o Options, dir string, rmDir bool) (c *Cluster, err error) {
 }
 
 func startNode(ctx context.Context, bin, dir string, nodeTimeout time.Duration) (*Node, error) {
+	return startProcess(ctx, bin, dir, func(port int) ([]string, error) {
+		bus, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		_ = os.Remove(filepath.Join(dir, "nodes.conf")) // from a failed attempt
+		return append(serverArgs(port, dir),
+			"--cluster-port", fmt.Sprint(bus), // explicit: port+10000 may be taken or out of range
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf", // relative to --dir
+			"--cluster-node-timeout", fmt.Sprint(nodeTimeout.Milliseconds()),
+		), nil
+	})
+}
+
+// serverArgs are the flags of every redis-server this package starts: on
+// port, loopback only, no persistence, fast replica syncs, files in dir.
+func serverArgs(port int, dir string) []string {
+	return []string{
+		"--port", fmt.Sprint(port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--repl-diskless-sync", "yes",
+		"--repl-diskless-sync-delay", "0",
+		"--dir", dir,
+		"--logfile", filepath.Join(dir, "redis.log"),
+		"--daemonize", "no",
+	}
+}
+
+// startProcess starts bin with the arguments args returns for a free
+// port, in dir, and waits until it answers PING; it tries three ports.
+func startProcess(ctx context.Context, bin, dir string, args func(port int) ([]string, error)) (*Node, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	var last error
 	for range 3 { // a free port can be taken before the server binds it
-		n, err := startNodeOnce(ctx, bin, dir, nodeTimeout)
+		n, err := startProcessOnce(ctx, bin, dir, args)
 		if err == nil {
 			return n, nil
 		}
@@ -251,37 +286,22 @@ func startNode(ctx context.Context, bin, dir string, nodeTimeout time.Duration) 
 	return nil, last
 }
 
-func startNodeOnce(ctx context.Context, bin, dir string, nodeTimeout time.Duration) (*Node, error) {
+func startProcessOnce(ctx context.Context, bin, dir string, args func(port int) ([]string, error)) (*Node, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	bus, err := freePort()
+	a, err := args(port)
 	if err != nil {
 		return nil, err
 	}
-	_ = os.Remove(filepath.Join(dir, "nodes.conf")) // from a failed attempt
 	logPath := filepath.Join(dir, "redis.log")
-	cmd := exec.Command(bin,
-		"--port", fmt.Sprint(port),
-		"--cluster-port", fmt.Sprint(bus), // explicit: port+10000 may be taken or out of range
-		"--bind", "127.0.0.1",
-		"--cluster-enabled", "yes",
-		"--cluster-config-file", "nodes.conf", // relative to --dir
-		"--cluster-node-timeout", fmt.Sprint(nodeTimeout.Milliseconds()),
-		"--save", "",
-		"--appendonly", "no",
-		"--repl-diskless-sync", "yes",
-		"--repl-diskless-sync-delay", "0",
-		"--dir", dir,
-		"--logfile", logPath,
-		"--daemonize", "no",
-	)
+	cmd := exec.Command(bin, a...)
 	setDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", port), BusPort: bus, cmd: cmd, logPath: logPath, stopped: make(chan struct{})}
+	n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, logPath: logPath, stopped: make(chan struct{})}
 	go func() {
 		n.waitErr = cmd.Wait()
 		close(n.stopped)
@@ -339,6 +359,27 @@ func freePort() (int, error) {
 // commands are meant for that node. The caller closes it.
 func client(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second, PoolSize: 1})
+}
+
+// streaming checks that the master at addr streams its writes to at least
+// replicas replicas: it writes a key that expires at once (of the given
+// hash tag, so that a cluster master serves it) and WAITs for them. After
+// a diskless full sync a master shows the replica online but sends it
+// nothing until the replica's first acknowledgement, up to a second
+// later: WAIT would count it out until then.
+func streaming(ctx context.Context, addr, tag string, replicas int) error {
+	c := client(addr)
+	defer c.Close()
+	pipe := c.Pipeline()
+	pipe.Set(ctx, "rediscluster:{"+tag+"}:synced", 1, time.Millisecond)
+	w := pipe.Do(ctx, "WAIT", replicas, 50)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
+	if n, _ := w.Int(); n < replicas {
+		return fmt.Errorf("%s: %d of %d replicas acknowledge writes", addr, n, replicas)
+	}
+	return nil
 }
 
 func ping(ctx context.Context, addr string) error {
@@ -412,6 +453,15 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 			if c.opts.Masters > 0 && masters != c.opts.Masters {
 				return fmt.Errorf("%s: sees %d masters with slots, want %d", n.Addr, masters, c.opts.Masters)
 			}
+			if c.opts.Replicas > 0 {
+				for _, x := range nodes {
+					if x.Master() && len(x.Slots) > 0 && x.Addr == n.Addr {
+						if err := streaming(ctx, n.Addr, tagOf(x.Slots[0][0]), c.opts.Replicas); err != nil {
+							return err
+						}
+					}
+				}
+			}
 			if first == nil {
 				first = owners
 			} else if !mapsEqual(first, owners) {
@@ -425,6 +475,15 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 		}
 		return nil
 	}, nil)
+}
+
+// tagOf returns a hash tag whose slot is slot.
+func tagOf(slot int) string {
+	for i := 0; ; i++ {
+		if t := fmt.Sprint("t", i); keys.Slot(t) == slot {
+			return t
+		}
+	}
 }
 
 func mapsEqual(a, b map[int]string) bool {

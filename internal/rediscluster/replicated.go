@@ -1,0 +1,253 @@
+package rediscluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Kill kills the node's process and waits for it to exit.
+func (n *Node) Kill() { n.kill() }
+
+// ReplicatedOptions shape a master with replicas and Sentinels.
+type ReplicatedOptions struct {
+	// Replicas is the number of replicas of the master. Default: 1.
+	Replicas int
+	// Sentinels is the number of Sentinels that monitor the master, with
+	// a quorum of a majority of them. Default: 0.
+	Sentinels int
+	// Via, when set, is called with the master's address and returns the
+	// address the replicas replicate from instead (a fault proxy in front
+	// of the master, to cut the replication link).
+	Via func(master string) string
+}
+
+// MasterName is the name the Sentinels of a Replicated know the master by.
+const MasterName = "lockmaster"
+
+// Replicated is a master with replicas (REPLICAOF) and Sentinels, started
+// by StartReplicated.
+type Replicated struct {
+	Master    *Node
+	Replicas  []*Node
+	Sentinels []*Node
+
+	via  string // what the replicas first replicate from (Options.Via)
+	once sync.Once
+}
+
+// StartReplicated starts a master, its replicas and Sentinels for t, waits
+// until every replica is in sync and every Sentinel knows the master and
+// its replicas, and stops them all at t's cleanup. It skips (or fails with
+// CI set) like Start when redis-server is missing; Sentinels run as
+// redis-server --sentinel.
+func StartReplicated(t testing.TB, o ReplicatedOptions) *Replicated {
+	t.Helper()
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	bin, err := binary("REDIS_SERVER", "redis-server")
+	if err != nil {
+		unavailable(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	r := &Replicated{}
+	t.Cleanup(r.Stop)
+	dir := t.TempDir()
+	r.Master, err = startProcess(ctx, bin, filepath.Join(dir, "master"), func(port int) ([]string, error) {
+		return serverArgs(port, filepath.Join(dir, "master")), nil
+	})
+	if err != nil {
+		unavailable(t, err)
+	}
+	host, port, _ := strings.Cut(r.Master.Addr, ":")
+	r.via = r.Master.Addr
+	if o.Via != nil {
+		r.via = o.Via(r.Master.Addr)
+	}
+	vhost, vport, _ := strings.Cut(r.via, ":")
+	for i := range o.Replicas {
+		d := filepath.Join(dir, fmt.Sprint("replica", i))
+		n, err := startProcess(ctx, bin, d, func(p int) ([]string, error) {
+			return append(serverArgs(p, d), "--replicaof", vhost, vport), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Replicas = append(r.Replicas, n)
+	}
+	for i := range o.Sentinels {
+		d := filepath.Join(dir, fmt.Sprint("sentinel", i))
+		n, err := startProcess(ctx, bin, d, func(p int) ([]string, error) {
+			conf := filepath.Join(d, "sentinel.conf")
+			text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s\n"+
+				"sentinel monitor %s %s %s %d\n"+
+				"sentinel down-after-milliseconds %s 1000\n"+
+				"sentinel failover-timeout %s 3000\n"+
+				"sentinel parallel-syncs %s 1\n",
+				p, d, filepath.Join(d, "redis.log"), MasterName, host, port, o.Sentinels/2+1, MasterName, MasterName, MasterName)
+			if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+				return nil, err
+			}
+			return []string{conf, "--sentinel"}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Sentinels = append(r.Sentinels, n)
+	}
+	if err := r.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// SentinelAddrs returns the addresses of the Sentinels.
+func (r *Replicated) SentinelAddrs() []string {
+	out := make([]string, len(r.Sentinels))
+	for i, n := range r.Sentinels {
+		out[i] = n.Addr
+	}
+	return out
+}
+
+// WaitSynced waits until the current master (as the first Sentinel names
+// it, or Master without Sentinels) has every other live data node as a
+// replica in sync (online on the master's side, link up on the replica's),
+// and every Sentinel names that master and knows its replicas.
+func (r *Replicated) WaitSynced(ctx context.Context) error {
+	c := &Cluster{}
+	return until(ctx, 10*time.Second, func() error {
+		master := r.Master.Addr
+		if len(r.Sentinels) > 0 {
+			m, err := r.SentinelMaster(ctx)
+			if err != nil {
+				return err
+			}
+			master = m
+		}
+		mInfo, err := c.doString(ctx, master, "INFO", "replication")
+		if err != nil {
+			return fmt.Errorf("master %s: %w", master, err)
+		}
+		if !strings.Contains(mInfo, "role:master") {
+			return fmt.Errorf("%s is not a master yet", master)
+		}
+		for _, n := range append([]*Node{r.Master}, r.Replicas...) {
+			if n.Addr == master || n.exited() {
+				continue
+			}
+			info, err := c.doString(ctx, n.Addr, "INFO", "replication")
+			if err != nil {
+				return fmt.Errorf("replica %s: %w", n.Addr, err)
+			}
+			from := portOf(master)
+			if master == r.Master.Addr {
+				from = portOf(r.via)
+			}
+			if !strings.Contains(info, "master_port:"+from+"\r\n") || !strings.Contains(info, "master_link_status:up") {
+				return fmt.Errorf("replica %s is not in sync with %s", n.Addr, master)
+			}
+			if !onlineOn(mInfo, n.Addr) {
+				return fmt.Errorf("master %s does not list replica %s as online", master, n.Addr)
+			}
+		}
+		if err := streaming(ctx, master, "x", r.liveReplicas(master)); err != nil {
+			return err
+		}
+		for _, s := range r.Sentinels {
+			got, err := c.Do(ctx, s.Addr, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MasterName)
+			if err != nil {
+				return fmt.Errorf("sentinel %s: %w", s.Addr, err)
+			}
+			if a, ok := got.([]any); !ok || len(a) != 2 || fmt.Sprint(a[0], ":", a[1]) != master {
+				return fmt.Errorf("sentinel %s names master %v, want %s", s.Addr, got, master)
+			}
+			reps, err := c.Do(ctx, s.Addr, "SENTINEL", "REPLICAS", MasterName)
+			if err != nil {
+				return fmt.Errorf("sentinel %s: %w", s.Addr, err)
+			}
+			if list, _ := reps.([]any); len(list) < r.liveReplicas(master) {
+				return fmt.Errorf("sentinel %s knows %d replicas of %s", s.Addr, len(list), master)
+			}
+		}
+		return nil
+	}, nil)
+}
+
+// SentinelMaster returns the master the first Sentinel names.
+func (r *Replicated) SentinelMaster(ctx context.Context) (string, error) {
+	got, err := (&Cluster{}).Do(ctx, r.Sentinels[0].Addr, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MasterName)
+	if err != nil {
+		return "", fmt.Errorf("sentinel %s: %w", r.Sentinels[0].Addr, err)
+	}
+	a, ok := got.([]any)
+	if !ok || len(a) != 2 {
+		return "", fmt.Errorf("sentinel %s: master %v", r.Sentinels[0].Addr, got)
+	}
+	return fmt.Sprint(a[0], ":", a[1]), nil
+}
+
+// Node returns the data node (master or replica) at addr, or nil.
+func (r *Replicated) Node(addr string) *Node {
+	for _, n := range append([]*Node{r.Master}, r.Replicas...) {
+		if n.Addr == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+func (r *Replicated) liveReplicas(master string) int {
+	n := 0
+	for _, x := range append([]*Node{r.Master}, r.Replicas...) {
+		if x.Addr != master && !x.exited() {
+			n++
+		}
+	}
+	return n
+}
+
+// onlineOn reports whether a master's INFO replication lists the replica
+// at addr with state=online (it has loaded the data and acknowledges).
+func onlineOn(info, addr string) bool {
+	host, port, _ := strings.Cut(addr, ":")
+	for _, line := range strings.Split(info, "\n") {
+		if strings.HasPrefix(line, "slave") && strings.Contains(line, "ip="+host+",port="+port+",") && strings.Contains(line, "state=online") {
+			return true
+		}
+	}
+	return false
+}
+
+func portOf(addr string) string {
+	_, p, _ := strings.Cut(addr, ":")
+	return p
+}
+
+func (n *Node) exited() bool {
+	select {
+	case <-n.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop kills every process (a paused one too). It is idempotent.
+func (r *Replicated) Stop() {
+	r.once.Do(func() {
+		for _, n := range append(append([]*Node{r.Master}, r.Replicas...), r.Sentinels...) {
+			if n != nil {
+				_ = n.Resume()
+				n.kill()
+			}
+		}
+	})
+}
