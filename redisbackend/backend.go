@@ -53,6 +53,26 @@ type Options struct {
 	// server older than 7.0 every step fails with a LOCKBADARG error
 	// reply, and nothing is written. Default: false.
 	ShardedPubSub bool
+	// WaitReplicas, when above zero, makes every grant and every Extend
+	// wait until that many replicas of the master have acknowledged it:
+	// the step is followed, on the same connection and in the same round
+	// trip, by WAIT WaitReplicas WaitTimeout (on Cluster, one WAIT per
+	// master in a batch). A grant that fewer replicas acknowledged within
+	// WaitTimeout is released again and fails with ErrNotReplicated (in
+	// AcquireBatch, that request's BatchGrant.Err); an Extend fails with
+	// ErrNotReplicated and leaves the lease's earlier, confirmed, expiry
+	// as the one to trust. It narrows the failover risk (a replica promoted
+	// without a grant it never received hands the lock out again) to
+	// grants no replica had received when they were confirmed; it does not
+	// close it: WAIT does not make Redis strongly consistent (see the
+	// package doc). Every Acquire then waits for the replicas, granted or
+	// not (up to WaitTimeout while they lag or are gone). It needs a
+	// *redis.Client (one server, or a failover client) or a
+	// *redis.ClusterClient. Default: 0 (no WAIT).
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT of WaitReplicas. Default:
+	// DefaultWaitTimeout (100 ms).
+	WaitTimeout time.Duration
 }
 
 // Defaults of Options.
@@ -73,6 +93,10 @@ type Backend struct {
 	publish    scripts.Publish
 	closed     atomic.Bool
 	subs       wakeSource
+
+	waitReplicas int           // Options.WaitReplicas
+	waitTimeout  time.Duration // Options.WaitTimeout
+	repl         replicated    // the node clients WAIT runs on
 }
 
 // wakeSource is where a Backend's wake-ups come from: one pub/sub
@@ -126,6 +150,35 @@ func New(client Client, opts *Options) (*Backend, error) {
 		purgeLimit: o.PurgeLimit,
 		publish:    scripts.Classic,
 	}
+	switch {
+	case o.WaitReplicas < 0:
+		return nil, fmt.Errorf("redisbackend: Options.WaitReplicas %d is negative", o.WaitReplicas)
+	case o.WaitTimeout < 0:
+		return nil, fmt.Errorf("redisbackend: Options.WaitTimeout %v is negative", o.WaitTimeout)
+	case o.WaitReplicas > 0:
+		var readTimeout time.Duration
+		switch c := client.(type) {
+		case *redis.Client:
+			b.repl.single, readTimeout = c, c.Options().ReadTimeout
+		case *redis.ClusterClient:
+			b.repl.cc, readTimeout = c, c.Options().ReadTimeout
+		default:
+			return nil, fmt.Errorf("redisbackend: Options.WaitReplicas needs a *redis.Client or *redis.ClusterClient (WAIT must follow a step on its connection); %T is neither", client)
+		}
+		b.waitReplicas, b.waitTimeout = o.WaitReplicas, o.WaitTimeout
+		if b.waitTimeout == 0 {
+			b.waitTimeout = DefaultWaitTimeout
+		}
+		if b.waitTimeout < time.Millisecond {
+			return nil, fmt.Errorf("redisbackend: Options.WaitTimeout %v is below WAIT's resolution of 1ms", b.waitTimeout)
+		}
+		if readTimeout == 0 {
+			readTimeout = 3 * time.Second // go-redis's default
+		}
+		if readTimeout > 0 && b.waitTimeout >= readTimeout {
+			return nil, fmt.Errorf("redisbackend: Options.WaitTimeout %v must be below the client's ReadTimeout %v (a WAIT is read with it)", b.waitTimeout, readTimeout)
+		}
+	}
 	switch cc, isCluster := client.(*redis.ClusterClient); {
 	case !o.ShardedPubSub:
 		b.subs = newSubscriber(client, false)
@@ -157,7 +210,19 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Grant{}, err
 	}
 	k, a := scripts.AcquireCall(b.ks.For(req.ID), req, b.maxWaiters, b.purgeLimit, b.publish)
-	return acquireResult(b.run(ctx, scripts.Acquire, k, a))
+	if b.waitReplicas == 0 {
+		return acquireResult(b.run(ctx, scripts.Acquire, k, a))
+	}
+	cmds, acks, err := b.runReplicated(ctx, []call{{script: scripts.Acquire, keys: k, args: a}})
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	g, err := acquireResult(cmds[0])
+	if err == nil && g.Acquired && acks[0] < int64(b.waitReplicas) {
+		b.unconfirmed(ctx, req.ID, req.Token)
+		return backend.Grant{}, notReplicated(acks[0], b.waitReplicas, b.waitTimeout)
+	}
+	return g, err
 }
 
 // Release runs the release script: compare-and-delete, then wake the head.
@@ -165,6 +230,10 @@ func (b *Backend) Release(ctx context.Context, id, token string) error {
 	if err := b.check(ctx); err != nil {
 		return err
 	}
+	return b.release(ctx, id, token)
+}
+
+func (b *Backend) release(ctx context.Context, id, token string) error {
 	k, a := scripts.ReleaseCall(b.ks.For(id), token, b.purgeLimit, b.publish)
 	return replyErr(b.run(ctx, scripts.Release, k, a).Err())
 }
@@ -175,7 +244,20 @@ func (b *Backend) Extend(ctx context.Context, id, token string, ttl time.Duratio
 		return err
 	}
 	k, a := scripts.ExtendCall(b.ks.For(id), token, ttl)
-	return replyErr(b.run(ctx, scripts.Extend, k, a).Err())
+	if b.waitReplicas == 0 {
+		return replyErr(b.run(ctx, scripts.Extend, k, a).Err())
+	}
+	cmds, acks, err := b.runReplicated(ctx, []call{{script: scripts.Extend, keys: k, args: a}})
+	if err != nil {
+		return err
+	}
+	if err := replyErr(cmds[0].Err()); err != nil {
+		return err
+	}
+	if acks[0] < int64(b.waitReplicas) {
+		return notReplicated(acks[0], b.waitReplicas, b.waitTimeout)
+	}
+	return nil
 }
 
 // Leave runs the leave script: drop the entry, release a raced grant, wake
@@ -254,7 +336,14 @@ func (b *Backend) AcquireBatch(ctx context.Context, reqs []backend.AcquireReques
 		k, a := scripts.AcquireCall(b.ks.For(r.ID), r, b.maxWaiters, b.purgeLimit, b.publish)
 		calls[i] = call{script: scripts.Acquire, keys: k, args: a}
 	}
-	cmds, err := b.runAll(ctx, calls)
+	var cmds []*redis.Cmd
+	var acks []int64
+	var err error
+	if b.waitReplicas == 0 {
+		cmds, err = b.runAll(ctx, calls)
+	} else {
+		cmds, acks, err = b.runReplicated(ctx, calls)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -263,6 +352,10 @@ func (b *Backend) AcquireBatch(ctx context.Context, reqs []backend.AcquireReques
 		g, err := acquireResult(c)
 		if err != nil && !errors.Is(err, backend.ErrQueueFull) {
 			return nil, err
+		}
+		if err == nil && g.Acquired && acks != nil && acks[i] < int64(b.waitReplicas) {
+			b.unconfirmed(ctx, reqs[i].ID, reqs[i].Token)
+			g, err = backend.Grant{}, notReplicated(acks[i], b.waitReplicas, b.waitTimeout)
 		}
 		out[i] = backend.BatchGrant{Grant: g, Err: err}
 	}

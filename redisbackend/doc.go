@@ -92,4 +92,31 @@
 // One Redis server without persistence loses every lock, queue and fence
 // counter on restart; with asynchronous replicas a failover can grant a lock
 // twice and move fences backwards. Fences and tickets are exact up to 2^53.
+//
+// # Replicas, Sentinel and failover
+//
+// Replication is asynchronous: a master answers a grant before any replica
+// has it. When the master dies and Sentinel or Redis Cluster promotes a
+// replica that never received the grant, the new master hands the lock to
+// someone else while the first holder still holds it, and the fence
+// counter's last increments are lost with it, so a fence can repeat
+// (package clustertest shows both, with a replication link cut on purpose).
+//
+// Options.WaitReplicas narrows this: every grant and every Extend is
+// followed, on the connection that ran it, by WAIT n timeout, and a grant
+// that fewer than n replicas acknowledged in time is released again and
+// fails with ErrNotReplicated (an Extend fails and leaves the earlier,
+// confirmed, expiry standing). A confirmed grant survives the failover of
+// its master to a replica that acknowledged it. It is not consensus: with
+// more replicas than n, a failover may promote one that did not
+// acknowledge; a replica that restarts without persistence forgets what it
+// acknowledged; the promoted replica measures the rest of each lease by its
+// own clock. It costs the replicas' round trip on every Acquire (granted or
+// not) and Extend, and up to the timeout while replicas lag or are gone.
+// Where two holders at once would be a disaster, check the fence at the
+// resource as well.
+//
+// A failover client (redis.NewFailoverClient) is a *redis.Client: it
+// finds the master through Sentinel and follows a failover; package
+// clustertest runs a hand-off and a forced failover through it.
 package redisbackend

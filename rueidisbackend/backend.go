@@ -61,6 +61,28 @@ type Options struct {
 	// With a server older than 7.0 every step fails with a LOCKBADARG
 	// error reply, and nothing is written. Default: false.
 	ShardedPubSub bool
+	// WaitReplicas, when above zero, makes every grant and every Extend
+	// wait until that many replicas of the master have acknowledged it:
+	// the step is followed, on the same connection and in the same round
+	// trip (one DoMulti), by WAIT WaitReplicas WaitTimeout (on Cluster,
+	// one WAIT per master in a batch, sent through rueidis's connection to
+	// that master). A grant that fewer replicas acknowledged within
+	// WaitTimeout is released again and fails with ErrNotReplicated (in
+	// AcquireBatch, that request's BatchGrant.Err); an Extend fails with
+	// ErrNotReplicated and leaves the lease's earlier, confirmed, expiry
+	// as the one to trust. It narrows the failover risk (a replica promoted
+	// without a grant it never received hands the lock out again) to
+	// grants no replica had received when they were confirmed; it does not
+	// close it: WAIT does not make Redis strongly consistent (see the
+	// package doc). Every Acquire then waits for the replicas, granted or
+	// not, and the WAIT holds the connection it runs on (rueidis pipelines
+	// every command of a node on one connection) for up to WaitTimeout
+	// while the replicas lag or are gone: keep WaitTimeout short.
+	// Default: 0 (no WAIT).
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT of WaitReplicas. Default:
+	// DefaultWaitTimeout (100 ms).
+	WaitTimeout time.Duration
 }
 
 // Defaults of Options.
@@ -109,6 +131,10 @@ type Backend struct {
 	track      *tracker // Tracking mode
 	ps         *pubsub  // PubSub mode, classic (SUBSCRIBE)
 	sps        *spubsub // PubSub mode, sharded (SSUBSCRIBE)
+
+	waitReplicas int           // Options.WaitReplicas
+	waitTimeout  time.Duration // Options.WaitTimeout
+	slots        slotMap       // who serves which slot, for WAIT on a cluster
 }
 
 var (
@@ -176,26 +202,15 @@ func pingNodes(ctx context.Context, client rueidis.Client) error {
 	if client.Mode() != rueidis.ClientModeCluster {
 		return client.Do(ctx, client.B().Ping().Build()).Error()
 	}
-	slots, err := client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
+	slots, err := clusterSlots(ctx, client)
 	if err != nil {
 		return err
 	}
 	nodes := client.Nodes()
 	masters := map[string]rueidis.Client{}
 	for _, r := range slots {
-		a, _ := r.ToArray()
-		if len(a) < 3 {
-			continue
-		}
-		m, _ := a[2].ToArray()
-		if len(m) < 2 {
-			continue
-		}
-		host, _ := m[0].ToString()
-		port, _ := m[1].AsInt64()
-		addr := net.JoinHostPort(host, strconv.FormatInt(port, 10))
-		if n, ok := nodes[addr]; ok {
-			masters[addr] = n
+		if n, ok := nodes[r.addr]; ok {
+			masters[r.addr] = n
 		}
 	}
 	if len(masters) == 0 {
@@ -212,6 +227,38 @@ func pingNodes(ctx context.Context, client rueidis.Client) error {
 		}
 	}
 	return first
+}
+
+// slotRange is one line of CLUSTER SLOTS: slots lo..hi are served by the
+// master at addr.
+type slotRange struct {
+	lo, hi int
+	addr   string
+}
+
+// clusterSlots asks a node of the cluster who serves which slots.
+func clusterSlots(ctx context.Context, client rueidis.Client) ([]slotRange, error) {
+	slots, err := client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		return nil, err
+	}
+	var out []slotRange
+	for _, r := range slots {
+		a, _ := r.ToArray()
+		if len(a) < 3 {
+			continue
+		}
+		lo, _ := a[0].AsInt64()
+		hi, _ := a[1].AsInt64()
+		m, _ := a[2].ToArray()
+		if len(m) < 2 {
+			continue
+		}
+		host, _ := m[0].ToString()
+		port, _ := m[1].AsInt64()
+		out = append(out, slotRange{lo: int(lo), hi: int(hi), addr: net.JoinHostPort(host, strconv.FormatInt(port, 10))})
+	}
+	return out, nil
 }
 
 // listen sets up the PubSub mode's subscriptions.
@@ -270,6 +317,20 @@ func newBackend(o *Options) (*Backend, error) {
 	if o.ShardedPubSub {
 		b.publish = scripts.Sharded
 	}
+	switch {
+	case o.WaitReplicas < 0:
+		return nil, fmt.Errorf("rueidisbackend: Options.WaitReplicas %d is negative", o.WaitReplicas)
+	case o.WaitTimeout < 0:
+		return nil, fmt.Errorf("rueidisbackend: Options.WaitTimeout %v is negative", o.WaitTimeout)
+	case o.WaitReplicas > 0:
+		b.waitReplicas, b.waitTimeout = o.WaitReplicas, o.WaitTimeout
+		if b.waitTimeout == 0 {
+			b.waitTimeout = DefaultWaitTimeout
+		}
+		if b.waitTimeout < time.Millisecond {
+			return nil, fmt.Errorf("rueidisbackend: Options.WaitTimeout %v is below WAIT's resolution of 1ms", b.waitTimeout)
+		}
+	}
 	return b, nil
 }
 
@@ -294,7 +355,19 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Grant{}, err
 	}
 	k, a := scripts.AcquireCall(b.ks.For(req.ID), req, b.maxWaiters, b.purgeLimit, b.publish)
-	return acquireResult(b.runRetry(ctx, scripts.Acquire, k, a))
+	if b.waitReplicas == 0 {
+		return acquireResult(b.runRetry(ctx, scripts.Acquire, k, a))
+	}
+	res, acks, err := b.runReplicated(ctx, []call{{script: scripts.Acquire, keys: k, args: a}})
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	g, err := acquireResult(res[0])
+	if err == nil && g.Acquired && acks[0] < int64(b.waitReplicas) {
+		b.unconfirmed(ctx, req.ID, req.Token)
+		return backend.Grant{}, notReplicated(acks[0], b.waitReplicas, b.waitTimeout)
+	}
+	return g, err
 }
 
 // Release runs the release script: compare-and-delete, then wake the head.
@@ -326,7 +399,20 @@ func (b *Backend) Extend(ctx context.Context, id, token string, ttl time.Duratio
 		return err
 	}
 	k, a := scripts.ExtendCall(b.ks.For(id), token, ttl)
-	return replyErr(b.runRetry(ctx, scripts.Extend, k, a).Error())
+	if b.waitReplicas == 0 {
+		return replyErr(b.runRetry(ctx, scripts.Extend, k, a).Error())
+	}
+	res, acks, err := b.runReplicated(ctx, []call{{script: scripts.Extend, keys: k, args: a}})
+	if err != nil {
+		return err
+	}
+	if err := replyErr(res[0].Error()); err != nil {
+		return err
+	}
+	if acks[0] < int64(b.waitReplicas) {
+		return notReplicated(acks[0], b.waitReplicas, b.waitTimeout)
+	}
+	return nil
 }
 
 // Leave runs the leave script: drop the entry, release a raced grant, wake
@@ -410,7 +496,14 @@ func (b *Backend) AcquireBatch(ctx context.Context, reqs []backend.AcquireReques
 		k, a := scripts.AcquireCall(b.ks.For(r.ID), r, b.maxWaiters, b.purgeLimit, b.publish)
 		calls[i] = call{script: scripts.Acquire, keys: k, args: a}
 	}
-	res, err := b.runAll(ctx, calls)
+	var res []rueidis.RedisResult
+	var acks []int64
+	var err error
+	if b.waitReplicas == 0 {
+		res, err = b.runAll(ctx, calls)
+	} else {
+		res, acks, err = b.runReplicated(ctx, calls)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -419,6 +512,10 @@ func (b *Backend) AcquireBatch(ctx context.Context, reqs []backend.AcquireReques
 		g, err := acquireResult(r)
 		if err != nil && !errors.Is(err, backend.ErrQueueFull) {
 			return nil, err
+		}
+		if err == nil && g.Acquired && acks != nil && acks[i] < int64(b.waitReplicas) {
+			b.unconfirmed(ctx, reqs[i].ID, reqs[i].Token)
+			g, err = backend.Grant{}, notReplicated(acks[i], b.waitReplicas, b.waitTimeout)
 		}
 		out[i] = backend.BatchGrant{Grant: g, Err: err}
 	}
