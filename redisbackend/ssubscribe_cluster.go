@@ -260,23 +260,25 @@ func (s *clusterSubscriber) serve(n *shardNode, client *redis.Client) {
 	defer s.wg.Done()
 	delay := time.Duration(0)
 	for {
-		ps := s.open(n, client)
-		if ps == nil {
+		ps, done := s.open(n, client)
+		if done {
 			return
 		}
-		start := time.Now()
-		s.read(n, ps)
-		_ = ps.Close()
-		s.mu.Lock()
-		if n.ps == ps {
-			n.ps = nil
-		}
-		for _, e := range n.chans {
-			e.live = false
-		}
-		s.mu.Unlock()
-		if time.Since(start) > shardMaxDelay {
-			delay = 0 // it worked for a while: retry soon
+		if ps != nil {
+			start := time.Now()
+			s.read(n, ps)
+			_ = ps.Close()
+			s.mu.Lock()
+			if n.ps == ps {
+				n.ps = nil
+			}
+			for _, e := range n.chans {
+				e.live = false
+			}
+			s.mu.Unlock()
+			if time.Since(start) > shardMaxDelay {
+				delay = 0 // it worked for a while: retry soon
+			}
 		}
 		for {
 			delay = nextDelay(delay)
@@ -301,20 +303,36 @@ func (s *clusterSubscriber) serve(n *shardNode, client *redis.Client) {
 }
 
 // open makes n's connection and subscribes every channel of n on it, one
-// SSUBSCRIBE each. It returns nil when n has nothing left to serve (n is
-// then forgotten) or on close.
-func (s *clusterSubscriber) open(n *shardNode, client *redis.Client) *redis.PubSub {
+// SSUBSCRIBE each. It reports done when n has nothing left to serve (n is
+// then forgotten) or on close, and returns no connection when it could not
+// connect (the caller tries again later). It connects (a PING) before it
+// takes the lock, so that a node that does not answer holds up no other.
+func (s *clusterSubscriber) open(n *shardNode, client *redis.Client) (ps *redis.PubSub, done bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, e := range n.chans {
 		if len(e.fns) == 0 {
 			s.dropLocked(e) // not live (n.ps is nil): dropped at once
 		}
 	}
-	if s.forgetLocked(n) {
-		return nil
+	done = s.forgetLocked(n)
+	s.mu.Unlock()
+	if done {
+		return nil, true
 	}
-	ps := client.SSubscribe(s.ctx)
+	ps = client.SSubscribe(s.ctx)
+	ctx, cancel := context.WithTimeout(s.ctx, shardOpTimeout)
+	err := ps.Ping(ctx)
+	cancel()
+	if err != nil {
+		_ = ps.Close()
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.forgetLocked(n) {
+		_ = ps.Close()
+		return nil, true
+	}
 	n.ps = ps
 	for ch, e := range n.chans {
 		e.live = false
@@ -322,7 +340,7 @@ func (s *clusterSubscriber) open(n *shardNode, client *redis.Client) *redis.PubS
 			break // the read fails too, and the next round subscribes again
 		}
 	}
-	return ps
+	return ps, false
 }
 
 // forgetLocked forgets n when it has nothing left to serve or on close,
