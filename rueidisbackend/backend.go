@@ -439,27 +439,10 @@ func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waite
 	if len(waiters) == 0 {
 		return nil, nil
 	}
-	// Group by id, in order of first appearance; idx maps results back.
-	type group struct {
-		id     string
-		tokens []string
-		idx    []int
-	}
-	var groups []*group
-	byID := make(map[string]*group)
-	for i, w := range waiters {
-		g := byID[w.ID]
-		if g == nil || len(g.tokens) == scripts.MaxHeartbeatBatch {
-			g = &group{id: w.ID}
-			byID[w.ID] = g
-			groups = append(groups, g)
-		}
-		g.tokens = append(g.tokens, w.Token)
-		g.idx = append(g.idx, i)
-	}
+	groups := scripts.GroupHeartbeats(waiters)
 	calls := make([]call, len(groups))
 	for i, g := range groups {
-		k, a := scripts.HeartbeatCall(b.ks.For(g.id), g.tokens, waiterTTL, b.purgeLimit, b.publish)
+		k, a := scripts.HeartbeatCall(b.ks.For(g.ID), g.Tokens, waiterTTL, b.purgeLimit, b.publish)
 		calls[i] = call{script: scripts.Heartbeat, keys: k, args: a}
 	}
 	res, err := b.runAll(ctx, calls)
@@ -472,11 +455,8 @@ func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waite
 		if err != nil {
 			return nil, replyErr(err)
 		}
-		if len(vals) != len(g.tokens) {
-			return nil, fmt.Errorf("rueidisbackend: heartbeat replied %d values for %d waiters", len(vals), len(g.tokens))
-		}
-		for j, v := range vals {
-			out[g.idx[j]] = scripts.ParseHeartbeat(v)
+		if err := scripts.ScatterHeartbeat(out, g, vals); err != nil {
+			return nil, fmt.Errorf("rueidisbackend: %w", err)
 		}
 	}
 	return out, nil
