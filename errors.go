@@ -22,6 +22,10 @@ var (
 	ErrClosed = backend.ErrClosed
 	// ErrQueueFull: the id has as many waiters as the backend allows.
 	ErrQueueFull = backend.ErrQueueFull
+	// ErrNotReplicated: a Redis adapter's WaitReplicas option could not get
+	// a grant or an extension acknowledged by enough replicas. It also
+	// matches ErrBackend.
+	ErrNotReplicated = backend.ErrNotReplicated
 	// ErrInvalidArgument is matched by every *ArgumentError.
 	ErrInvalidArgument = backend.ErrInvalidArgument
 	// ErrBackend is matched by every *BackendError.

@@ -222,3 +222,12 @@ func TestSubscriptionLingersBetweenWaits(t *testing.T) {
 		t.Fatalf("calls after Close = %v; want the lingering subscription cancelled", got)
 	}
 }
+
+// A replica shortfall is a backend failure that keeps its own identity:
+// it matches both ErrNotReplicated and ErrBackend.
+func TestWrapNotReplicated(t *testing.T) {
+	err := wrap("acquire", "x", fmt.Errorf("%w: 0 of 1 replicas", ErrNotReplicated))
+	if !errors.Is(err, ErrNotReplicated) || !errors.Is(err, ErrBackend) {
+		t.Fatalf("wrap = %v; want it to match ErrNotReplicated and ErrBackend", err)
+	}
+}

@@ -30,6 +30,13 @@ var (
 	// waiters the backend allows (H3). Nothing is enqueued.
 	ErrQueueFull = errors.New("lock: queue full")
 
+	// ErrNotReplicated is returned by a grant or an extension that fewer
+	// replicas acknowledged than the backend was told to wait for (the
+	// Redis adapters' WaitReplicas option). A grant is released again
+	// before it is returned. The core wraps it in a *BackendError, so it
+	// matches ErrBackend too.
+	ErrNotReplicated = errors.New("lock: not acknowledged by enough replicas")
+
 	// ErrInvalidArgument is matched by every *ArgumentError.
 	ErrInvalidArgument = errors.New("lock: invalid argument")
 

@@ -2,22 +2,24 @@ package redisbackend
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/backend"
 )
 
-// ErrNotReplicated is returned (wrapped) by a grant or an extension that
-// fewer replicas than Options.WaitReplicas acknowledged within
+// ErrNotReplicated is backend.ErrNotReplicated (also lock.ErrNotReplicated),
+// one sentinel for both Redis adapters. It is returned (wrapped) by a grant
+// or an extension that fewer replicas than Options.WaitReplicas acknowledged within
 // Options.WaitTimeout. A grant is released again before it is returned; an
 // extension leaves the lease as it was (its earlier expiry was confirmed).
 // The core wraps it once more, so errors.Is matches both it and
 // lock.ErrBackend.
-var ErrNotReplicated = errors.New("redisbackend: not acknowledged by enough replicas")
+var ErrNotReplicated = backend.ErrNotReplicated
 
 // DefaultWaitTimeout is Options.WaitTimeout's default.
 const DefaultWaitTimeout = 100 * time.Millisecond

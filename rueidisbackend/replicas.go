@@ -2,7 +2,6 @@ package rueidisbackend
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -10,16 +9,18 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
 )
 
-// ErrNotReplicated is returned (wrapped) by a grant or an extension that
-// fewer replicas than Options.WaitReplicas acknowledged within
+// ErrNotReplicated is backend.ErrNotReplicated (also lock.ErrNotReplicated),
+// one sentinel for both Redis adapters. It is returned (wrapped) by a grant
+// or an extension that fewer replicas than Options.WaitReplicas acknowledged within
 // Options.WaitTimeout. A grant is released again before it is returned; an
 // extension leaves the lease as it was (its earlier expiry was confirmed).
 // The core wraps it once more, so errors.Is matches both it and
 // lock.ErrBackend.
-var ErrNotReplicated = errors.New("rueidisbackend: not acknowledged by enough replicas")
+var ErrNotReplicated = backend.ErrNotReplicated
 
 // DefaultWaitTimeout is Options.WaitTimeout's default.
 const DefaultWaitTimeout = 100 * time.Millisecond
