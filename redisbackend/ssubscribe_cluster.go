@@ -13,6 +13,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/wakefns"
 )
 
 // clusterSubscriber holds a Backend's sharded subscriptions on Redis
@@ -48,22 +49,21 @@ type clusterSubscriber struct {
 	ctx  context.Context // cancelled by close
 	stop context.CancelFunc
 
-	mu      sync.Mutex
-	chans   map[string]*shardEntry
-	nodes   map[string]*shardNode // by address
-	nextKey uint64
-	closed  bool
-	wg      sync.WaitGroup // node and route goroutines
+	mu     sync.Mutex
+	chans  map[string]*shardEntry
+	nodes  map[string]*shardNode // by address
+	closed bool
+	wg     sync.WaitGroup // node and route goroutines
 }
 
 type shardEntry struct {
 	id, channel string
 	slot        int
-	fns         []keyedFn  // copy-on-write: dispatch reads it without the lock
-	node        *shardNode // where it is subscribed or pending; nil while routed
-	live        bool       // confirmed on node's current connection
-	confirmed   bool       // confirmed at least once; ready is closed
-	err         error      // set before ready is closed when subscribing failed
+	fns         wakefns.List // copy-on-write: dispatch reads it without the lock
+	node        *shardNode   // where it is subscribed or pending; nil while routed
+	live        bool         // confirmed on node's current connection
+	confirmed   bool         // confirmed at least once; ready is closed
+	err         error        // set before ready is closed when subscribing failed
 	ready       chan struct{}
 	gone        bool // removed from chans: no subscriber left
 }
@@ -105,9 +105,7 @@ func (s *clusterSubscriber) subscribe(ctx context.Context, id, channel string, f
 		s.chans[channel] = e
 		s.routeLocked(e, 0, false)
 	}
-	s.nextKey++
-	key := s.nextKey
-	e.fns = append(e.fns[:len(e.fns):len(e.fns)], keyedFn{key, fn})
+	key := e.fns.Add(fn)
 	s.mu.Unlock()
 
 	var once sync.Once
@@ -131,14 +129,7 @@ func (s *clusterSubscriber) subscribe(ctx context.Context, id, channel string, f
 func (s *clusterSubscriber) unsubscribe(e *shardEntry, key uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fns := make([]keyedFn, 0, len(e.fns))
-	for _, f := range e.fns {
-		if f.key != key {
-			fns = append(fns, f)
-		}
-	}
-	e.fns = fns
-	if len(fns) == 0 {
+	if e.fns.Remove(key) == 0 {
 		s.dropLocked(e)
 	}
 }
@@ -147,7 +138,7 @@ func (s *clusterSubscriber) unsubscribe(e *shardEntry, key uint64) {
 // SSUBSCRIBE is left to its confirmation (which unsubscribes then), so that
 // a confirmation always belongs to the entry in the node's map.
 func (s *clusterSubscriber) dropLocked(e *shardEntry) {
-	if e.gone || len(e.fns) > 0 {
+	if e.gone || e.fns.Len() > 0 {
 		return
 	}
 	n := e.node
@@ -205,7 +196,7 @@ func (s *clusterSubscriber) route(e *shardEntry, delay time.Duration, reload boo
 			s.mu.Unlock()
 			return
 		}
-		if len(e.fns) == 0 {
+		if e.fns.Len() == 0 {
 			s.dropLocked(e) // not on a node: dropped at once
 			s.mu.Unlock()
 			return
@@ -310,7 +301,7 @@ func (s *clusterSubscriber) serve(n *shardNode, client *redis.Client) {
 func (s *clusterSubscriber) open(n *shardNode, client *redis.Client) (ps *redis.PubSub, done bool) {
 	s.mu.Lock()
 	for _, e := range n.chans {
-		if len(e.fns) == 0 {
+		if e.fns.Len() == 0 {
 			s.dropLocked(e) // not live (n.ps is nil): dropped at once
 		}
 	}
@@ -419,14 +410,12 @@ func (s *clusterSubscriber) read(n *shardNode, ps *redis.PubSub) {
 		case *redis.Message:
 			s.mu.Lock()
 			e := n.chans[m.Channel]
-			var fns []keyedFn
+			var fns wakefns.Snapshot
 			if e != nil && e.live {
-				fns = e.fns
+				fns = e.fns.Snapshot()
 			}
 			s.mu.Unlock()
-			for _, f := range fns {
-				f.fn(backend.Wake{ID: e.id, Token: m.Payload})
-			}
+			fns.Deliver(backend.Wake{ID: e.id, Token: m.Payload})
 		case *redis.Subscription:
 			switch m.Kind {
 			case "ssubscribe":
@@ -447,7 +436,7 @@ func (s *clusterSubscriber) confirm(n *shardNode, ps *redis.PubSub, channel stri
 		return
 	}
 	e.live = true
-	if len(e.fns) == 0 {
+	if e.fns.Len() == 0 {
 		if !e.confirmed {
 			e.confirmed = true
 			close(e.ready)
@@ -463,11 +452,9 @@ func (s *clusterSubscriber) confirm(n *shardNode, ps *redis.PubSub, channel stri
 		return
 	}
 	// Subscribed again: on a new connection or another node.
-	fns := e.fns
+	fns := e.fns.Snapshot()
 	s.mu.Unlock()
-	for _, f := range fns {
-		f.fn(backend.Wake{ID: e.id, All: true})
-	}
+	fns.Deliver(backend.Wake{ID: e.id, All: true})
 }
 
 // dropped handles an sunsubscribe of channel on n: the reply to the

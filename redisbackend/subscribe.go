@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/wakefns"
 )
 
 // subscriber is a Backend's one pub/sub connection, shared by every id and
@@ -33,7 +34,6 @@ type subscriber struct {
 	mu      sync.Mutex
 	ps      *redis.PubSub // nil until the first subscribe
 	chans   map[string]*entry
-	nextKey uint64
 	closed  bool
 	closing chan struct{} // closed by close
 	done    chan struct{} // closed when the receive goroutine has returned
@@ -42,15 +42,9 @@ type subscriber struct {
 type entry struct {
 	id        string
 	channel   string
-	refs      int
-	fns       []keyedFn // copy-on-write: dispatch reads it without the lock
+	fns       wakefns.List // copy-on-write: dispatch reads it without the lock
 	confirmed bool
 	ready     chan struct{} // closed on the first confirmation
-}
-
-type keyedFn struct {
-	key uint64
-	fn  func(backend.Wake)
 }
 
 // shardSubscriber is a client that can open a sharded pub/sub connection.
@@ -100,10 +94,7 @@ func (s *subscriber) subscribe(ctx context.Context, id, channel string, fn func(
 		}
 		s.chans[channel] = e
 	}
-	s.nextKey++
-	key := s.nextKey
-	e.refs++
-	e.fns = append(e.fns[:len(e.fns):len(e.fns)], keyedFn{key, fn})
+	key := e.fns.Add(fn)
 	s.mu.Unlock()
 
 	var once sync.Once
@@ -123,15 +114,7 @@ func (s *subscriber) subscribe(ctx context.Context, id, channel string, fn func(
 func (s *subscriber) unsubscribe(e *entry, key uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fns := make([]keyedFn, 0, len(e.fns))
-	for _, f := range e.fns {
-		if f.key != key {
-			fns = append(fns, f)
-		}
-	}
-	e.fns = fns
-	e.refs--
-	if e.refs > 0 || !e.confirmed || s.chans[e.channel] != e {
+	if e.fns.Remove(key) > 0 || !e.confirmed || s.chans[e.channel] != e {
 		return // still used, or receive unsubscribes on confirmation
 	}
 	delete(s.chans, e.channel)
@@ -162,14 +145,12 @@ func (s *subscriber) receive(ch <-chan any) {
 		case *redis.Message:
 			s.mu.Lock()
 			e := s.chans[m.Channel]
-			var fns []keyedFn
+			var fns wakefns.Snapshot
 			if e != nil && e.confirmed {
-				fns = e.fns
+				fns = e.fns.Snapshot()
 			}
 			s.mu.Unlock()
-			for _, f := range fns {
-				f.fn(backend.Wake{ID: e.id, Token: m.Payload})
-			}
+			fns.Deliver(backend.Wake{ID: e.id, Token: m.Payload})
 		case *redis.Subscription:
 			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
 				continue
@@ -183,7 +164,7 @@ func (s *subscriber) receive(ch <-chan any) {
 			if !e.confirmed {
 				e.confirmed = true
 				close(e.ready)
-				if e.refs == 0 {
+				if e.fns.Len() == 0 {
 					delete(s.chans, e.channel)
 					if !s.closed {
 						_ = s.unsub(e.channel)
@@ -193,11 +174,9 @@ func (s *subscriber) receive(ch <-chan any) {
 				continue
 			}
 			// A re-subscription after a reconnect.
-			fns := e.fns
+			fns := e.fns.Snapshot()
 			s.mu.Unlock()
-			for _, f := range fns {
-				f.fn(backend.Wake{ID: e.id, All: true})
-			}
+			fns.Deliver(backend.Wake{ID: e.id, All: true})
 		}
 	}
 }

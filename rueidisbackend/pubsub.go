@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/wakefns"
 )
 
 // pubsub is a Backend's one pub/sub connection (PubSub mode): a dedicated
@@ -34,7 +35,6 @@ type pubsub struct {
 
 	mu      sync.Mutex
 	chans   map[string]*psEntry
-	nextKey uint64
 	started bool
 	closed  bool
 	kick    chan struct{} // capacity 1: the supervisor has work
@@ -44,10 +44,10 @@ type pubsub struct {
 
 type psEntry struct {
 	id, channel string
-	fns         []keyedFn // copy-on-write; no fns = idle, the supervisor unsubscribes it
-	sent        bool      // SUBSCRIBE sent on the current connection
-	confirmed   bool      // confirmed at least once; ready is closed
-	err         error     // set before ready is closed when subscribing failed
+	fns         wakefns.List // copy-on-write; no fns = idle, the supervisor unsubscribes it
+	sent        bool         // SUBSCRIBE sent on the current connection
+	confirmed   bool         // confirmed at least once; ready is closed
+	err         error        // set before ready is closed when subscribing failed
 	ready       chan struct{}
 }
 
@@ -93,9 +93,7 @@ func (s *pubsub) subscribe(ctx context.Context, id, channel string, fn func(back
 		s.chans[channel] = e
 		s.wake()
 	}
-	s.nextKey++
-	key := s.nextKey
-	e.fns = append(e.fns[:len(e.fns):len(e.fns)], keyedFn{key, fn})
+	key := e.fns.Add(fn)
 	s.mu.Unlock()
 
 	var once sync.Once
@@ -119,14 +117,7 @@ func (s *pubsub) subscribe(ctx context.Context, id, channel string, fn func(back
 func (s *pubsub) unsubscribe(e *psEntry, key uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fns := make([]keyedFn, 0, len(e.fns))
-	for _, f := range e.fns {
-		if f.key != key {
-			fns = append(fns, f)
-		}
-	}
-	e.fns = fns
-	if len(fns) == 0 && s.chans[e.channel] == e {
+	if e.fns.Remove(key) == 0 && s.chans[e.channel] == e {
 		s.wake() // the supervisor unsubscribes it unless it is used again by then
 	}
 }
@@ -213,7 +204,7 @@ func (s *pubsub) pending() (subs, unsubs []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ch, e := range s.chans {
-		if len(e.fns) == 0 {
+		if e.fns.Len() == 0 {
 			delete(s.chans, ch)
 			if e.sent {
 				unsubs = append(unsubs, ch)
@@ -257,14 +248,12 @@ func (s *pubsub) failUnconfirmed(err error) {
 func (s *pubsub) onMessage(m rueidis.PubSubMessage) {
 	s.mu.Lock()
 	e := s.chans[m.Channel]
-	var fns []keyedFn
+	var fns wakefns.Snapshot
 	if e != nil && e.confirmed && !s.closed {
-		fns = e.fns
+		fns = e.fns.Snapshot()
 	}
 	s.mu.Unlock()
-	for _, f := range fns {
-		f.fn(backend.Wake{ID: e.id, Token: m.Message})
-	}
+	fns.Deliver(backend.Wake{ID: e.id, Token: m.Message})
 }
 
 func (s *pubsub) onSubscription(sub rueidis.PubSubSubscription) {
@@ -284,11 +273,9 @@ func (s *pubsub) onSubscription(sub rueidis.PubSubSubscription) {
 		return
 	}
 	// A re-subscription on a new connection.
-	fns := e.fns
+	fns := e.fns.Snapshot()
 	s.mu.Unlock()
-	for _, f := range fns {
-		f.fn(backend.Wake{ID: e.id, All: true})
-	}
+	fns.Deliver(backend.Wake{ID: e.id, All: true})
 }
 
 func (s *pubsub) isClosing() bool {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/wakefns"
 )
 
 // spubsub holds a Backend's sharded subscriptions (PubSub mode with
@@ -36,16 +37,15 @@ type spubsub struct {
 	mu       sync.Mutex
 	chans    map[string]*spEntry
 	retiring map[string]*spEntry // dropped, still unsubscribing
-	nextKey  uint64
 	closed   bool
 	wg       sync.WaitGroup
 }
 
 type spEntry struct {
 	id, channel string
-	fns         []keyedFn // copy-on-write: delivery reads it without the lock
-	confirmed   bool      // confirmed at least once; ready is closed
-	err         error     // set before ready is closed when subscribing failed
+	fns         wakefns.List // copy-on-write: delivery reads it without the lock
+	confirmed   bool         // confirmed at least once; ready is closed
+	err         error        // set before ready is closed when subscribing failed
 	ready       chan struct{}
 	cancel      context.CancelFunc // ends the Receive once nobody waits
 	prev        <-chan struct{}    // done of the entry it replaced, or nil
@@ -83,9 +83,7 @@ func (s *spubsub) subscribe(ctx context.Context, id, channel string, fn func(bac
 		s.wg.Add(1)
 		go s.run(e, rctx)
 	}
-	s.nextKey++
-	key := s.nextKey
-	e.fns = append(e.fns[:len(e.fns):len(e.fns)], keyedFn{key, fn})
+	key := e.fns.Add(fn)
 	s.mu.Unlock()
 
 	var once sync.Once
@@ -109,14 +107,7 @@ func (s *spubsub) subscribe(ctx context.Context, id, channel string, fn func(bac
 func (s *spubsub) unsubscribe(e *spEntry, key uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fns := make([]keyedFn, 0, len(e.fns))
-	for _, f := range e.fns {
-		if f.key != key {
-			fns = append(fns, f)
-		}
-	}
-	e.fns = fns
-	if len(fns) == 0 && s.chans[e.channel] == e {
+	if e.fns.Remove(key) == 0 && s.chans[e.channel] == e {
 		delete(s.chans, e.channel)
 		s.retiring[e.channel] = e
 		e.cancel()
@@ -206,29 +197,25 @@ func (s *spubsub) confirm(e *spEntry) {
 		s.mu.Unlock()
 		return
 	}
-	fns := e.fns
+	fns := e.fns.Snapshot()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return
 	}
 	// Subscribed again: on a new connection or another node.
-	for _, f := range fns {
-		f.fn(backend.Wake{ID: e.id, All: true})
-	}
+	fns.Deliver(backend.Wake{ID: e.id, All: true})
 }
 
 func (s *spubsub) message(e *spEntry, m rueidis.PubSubMessage) {
 	s.mu.Lock()
-	fns := e.fns
+	fns := e.fns.Snapshot()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return
 	}
-	for _, f := range fns {
-		f.fn(backend.Wake{ID: e.id, Token: m.Message})
-	}
+	fns.Deliver(backend.Wake{ID: e.id, Token: m.Message})
 }
 
 // fail ends e's first Subscribe with err and reports whether e is done

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/wakefns"
 )
 
 // tracker routes the invalidations of the Backend's tracking connection to
@@ -35,7 +36,6 @@ type tracker struct {
 
 	mu         sync.Mutex
 	byKey      map[string]*trackEntry // lock key -> entry
-	nextKey    uint64
 	closed     bool
 	recovering bool // a recover goroutine runs
 	again      bool // another nil invalidation came while it ran
@@ -51,12 +51,7 @@ const pingTimeout = 5 * time.Second
 type trackEntry struct {
 	id  string
 	key string
-	fns []keyedFn // copy-on-write: deliver reads it without the lock
-}
-
-type keyedFn struct {
-	key uint64
-	fn  func(backend.Wake)
+	fns wakefns.List // copy-on-write: deliver reads it without the lock
 }
 
 func newTracker(ks keys.Keyspace, user func([]rueidis.RedisMessage)) *tracker {
@@ -84,9 +79,7 @@ func (t *tracker) subscribe(id, lockKey string, fn func(backend.Wake)) (func(), 
 		e = &trackEntry{id: id, key: lockKey}
 		t.byKey[lockKey] = e
 	}
-	t.nextKey++
-	key := t.nextKey
-	e.fns = append(e.fns[:len(e.fns):len(e.fns)], keyedFn{key, fn})
+	key := e.fns.Add(fn)
 	var once sync.Once
 	return func() { once.Do(func() { t.unsubscribe(e, key) }) }, nil
 }
@@ -94,14 +87,7 @@ func (t *tracker) subscribe(id, lockKey string, fn func(backend.Wake)) (func(), 
 func (t *tracker) unsubscribe(e *trackEntry, key uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	fns := make([]keyedFn, 0, len(e.fns))
-	for _, f := range e.fns {
-		if f.key != key {
-			fns = append(fns, f)
-		}
-	}
-	e.fns = fns
-	if len(fns) == 0 && t.byKey[e.key] == e {
+	if e.fns.Remove(key) == 0 && t.byKey[e.key] == e {
 		delete(t.byKey, e.key)
 	}
 }
@@ -214,11 +200,9 @@ func (t *tracker) deliver(id string, w backend.Wake) {
 
 func (t *tracker) deliverTo(e *trackEntry, w backend.Wake) {
 	t.mu.Lock()
-	fns := e.fns
+	fns := e.fns.Snapshot()
 	t.mu.Unlock()
-	for _, f := range fns {
-		f.fn(w)
-	}
+	fns.Deliver(w)
 }
 
 // close stops delivering and waits for the recover goroutine.
