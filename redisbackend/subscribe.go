@@ -97,18 +97,7 @@ func (s *subscriber) subscribe(ctx context.Context, id, channel string, fn func(
 	key := e.fns.Add(fn)
 	s.mu.Unlock()
 
-	var once sync.Once
-	cancel := func() { once.Do(func() { s.unsubscribe(e, key) }) }
-	select {
-	case <-e.ready:
-		return cancel, nil
-	case <-ctx.Done():
-		cancel()
-		return nil, ctx.Err()
-	case <-s.closing:
-		cancel()
-		return nil, backend.ErrClosed
-	}
+	return wakefns.Await(ctx, e.ready, s.closing, nil, func() { s.unsubscribe(e, key) })
 }
 
 func (s *subscriber) unsubscribe(e *entry, key uint64) {

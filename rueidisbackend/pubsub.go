@@ -96,22 +96,7 @@ func (s *pubsub) subscribe(ctx context.Context, id, channel string, fn func(back
 	key := e.fns.Add(fn)
 	s.mu.Unlock()
 
-	var once sync.Once
-	cancel := func() { once.Do(func() { s.unsubscribe(e, key) }) }
-	select {
-	case <-e.ready:
-		if e.err != nil {
-			cancel()
-			return nil, e.err
-		}
-		return cancel, nil
-	case <-ctx.Done():
-		cancel()
-		return nil, ctx.Err()
-	case <-s.closing:
-		cancel()
-		return nil, backend.ErrClosed
-	}
+	return wakefns.Await(ctx, e.ready, s.closing, func() error { return e.err }, func() { s.unsubscribe(e, key) })
 }
 
 func (s *pubsub) unsubscribe(e *psEntry, key uint64) {

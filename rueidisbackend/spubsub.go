@@ -86,22 +86,7 @@ func (s *spubsub) subscribe(ctx context.Context, id, channel string, fn func(bac
 	key := e.fns.Add(fn)
 	s.mu.Unlock()
 
-	var once sync.Once
-	cancel := func() { once.Do(func() { s.unsubscribe(e, key) }) }
-	select {
-	case <-e.ready:
-		if e.err != nil {
-			cancel()
-			return nil, e.err
-		}
-		return cancel, nil
-	case <-ctx.Done():
-		cancel()
-		return nil, ctx.Err()
-	case <-s.ctx.Done():
-		cancel()
-		return nil, backend.ErrClosed
-	}
+	return wakefns.Await(ctx, e.ready, s.ctx.Done(), func() error { return e.err }, func() { s.unsubscribe(e, key) })
 }
 
 func (s *spubsub) unsubscribe(e *spEntry, key uint64) {

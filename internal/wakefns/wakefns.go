@@ -5,7 +5,12 @@
 // released.
 package wakefns
 
-import "github.com/redislocker/lock/backend"
+import (
+	"context"
+	"sync"
+
+	"github.com/redislocker/lock/backend"
+)
 
 // List is the callbacks of one channel. The zero value is empty. Add,
 // Remove, Len and Snapshot must be called with the owner's mutex held.
@@ -53,5 +58,31 @@ type Snapshot []keyed
 func (s Snapshot) Deliver(w backend.Wake) {
 	for _, f := range s {
 		f.fn(w)
+	}
+}
+
+// Await ends a Subscribe: it waits until the subscription is confirmed
+// (ready is closed) and returns the function that cancels it. If failed
+// (may be nil) then reports an error, or ctx ends first, or closing is
+// closed first (backend.ErrClosed), it cancels the subscription and
+// returns the error. The returned cancel runs unsubscribe at most once.
+func Await(ctx context.Context, ready, closing <-chan struct{}, failed func() error, unsubscribe func()) (func(), error) {
+	var once sync.Once
+	cancel := func() { once.Do(unsubscribe) }
+	select {
+	case <-ready:
+		if failed != nil {
+			if err := failed(); err != nil {
+				cancel()
+				return nil, err
+			}
+		}
+		return cancel, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, ctx.Err()
+	case <-closing:
+		cancel()
+		return nil, backend.ErrClosed
 	}
 }

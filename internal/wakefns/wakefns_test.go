@@ -1,6 +1,8 @@
 package wakefns
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/redislocker/lock/backend"
@@ -37,4 +39,47 @@ func join(ss []string) string {
 		out += s
 	}
 	return out
+}
+
+// Await returns cancel once confirmed; on a failure after confirmation,
+// on ctx's end, or on close, it unsubscribes once and returns the error.
+func TestAwait(t *testing.T) {
+	closed := make(chan struct{})
+	close(closed)
+	open := make(chan struct{})
+	boom := errors.New("boom")
+	live := context.Background()
+	ctx, stop := context.WithCancel(context.Background())
+	stop()
+	for _, c := range []struct {
+		name           string
+		ctx            context.Context
+		ready, closing chan struct{}
+		failed         func() error
+		want           error
+		unsubs         int
+	}{
+		{"confirmed", live, closed, open, nil, nil, 0},
+		{"confirmed, then failed", live, closed, open, func() error { return boom }, boom, 1},
+		{"ctx ended", ctx, open, open, nil, context.Canceled, 1},
+		{"closing", live, open, closed, nil, backend.ErrClosed, 1},
+	} {
+		n := 0
+		cancel, err := Await(c.ctx, c.ready, c.closing, c.failed, func() { n++ })
+		if !errors.Is(err, c.want) || (err == nil) != (cancel != nil) {
+			t.Fatalf("%s: Await = %v, cancel set %v; want %v", c.name, err, cancel != nil, c.want)
+		}
+		if cancel != nil {
+			cancel()
+			cancel()
+		}
+		if want := c.unsubs; cancel != nil {
+			want = 1
+			if n != want {
+				t.Fatalf("%s: unsubscribed %d times after two cancels, want once", c.name, n)
+			}
+		} else if n != want {
+			t.Fatalf("%s: unsubscribed %d times, want %d", c.name, n, want)
+		}
+	}
 }
