@@ -395,12 +395,14 @@ func (s *clusterSubscriber) read(n *shardNode, ps *redis.PubSub) {
 		case *redis.Message:
 			s.mu.Lock()
 			e := n.chans[m.Channel]
+			// e may be nil (a message for a channel given up): read its id under the lock.
 			var fns wakefns.Snapshot
+			var id string
 			if e != nil && e.live {
-				fns = e.fns.Snapshot()
+				fns, id = e.fns.Snapshot(), e.id
 			}
 			s.mu.Unlock()
-			fns.Deliver(backend.Wake{ID: e.id, Token: m.Payload})
+			fns.Deliver(backend.Wake{ID: id, Token: m.Payload})
 		case *redis.Subscription:
 			switch m.Kind {
 			case "ssubscribe":

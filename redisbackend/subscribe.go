@@ -134,12 +134,14 @@ func (s *subscriber) receive(ch <-chan any) {
 		case *redis.Message:
 			s.mu.Lock()
 			e := s.chans[m.Channel]
+			// e may be nil (a message for a channel given up): read its id under the lock.
 			var fns wakefns.Snapshot
+			var id string
 			if e != nil && e.confirmed {
-				fns = e.fns.Snapshot()
+				fns, id = e.fns.Snapshot(), e.id
 			}
 			s.mu.Unlock()
-			fns.Deliver(backend.Wake{ID: e.id, Token: m.Payload})
+			fns.Deliver(backend.Wake{ID: id, Token: m.Payload})
 		case *redis.Subscription:
 			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
 				continue

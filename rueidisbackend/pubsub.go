@@ -233,12 +233,14 @@ func (s *pubsub) failUnconfirmed(err error) {
 func (s *pubsub) onMessage(m rueidis.PubSubMessage) {
 	s.mu.Lock()
 	e := s.chans[m.Channel]
+	// e may be nil (a message for a channel given up): read its id under the lock.
 	var fns wakefns.Snapshot
+	var id string
 	if e != nil && e.confirmed && !s.closed {
-		fns = e.fns.Snapshot()
+		fns, id = e.fns.Snapshot(), e.id
 	}
 	s.mu.Unlock()
-	fns.Deliver(backend.Wake{ID: e.id, Token: m.Message})
+	fns.Deliver(backend.Wake{ID: id, Token: m.Message})
 }
 
 func (s *pubsub) onSubscription(sub rueidis.PubSubSubscription) {
