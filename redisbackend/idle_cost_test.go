@@ -16,11 +16,10 @@ import (
 // scriptLog is a go-redis hook that records which script each EVALSHA or
 // EVAL runs, per round trip.
 type scriptLog struct {
-	mu     sync.Mutex
-	trips  [][]string // one entry per round trip: the scripts (or command names) in it
-	bySHA  map[string]string
-	bySrc  map[string]string
-	closed bool
+	mu    sync.Mutex
+	trips [][]string // one entry per round trip: the scripts (or command names) in it
+	bySHA map[string]string
+	bySrc map[string]string
 }
 
 func newScriptLog() *scriptLog {
