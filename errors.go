@@ -8,16 +8,23 @@ import (
 	"github.com/redislocker/lock/backend"
 )
 
-// The sentinel errors, re-exported from package backend so that either name
+// The errors only the core returns: no backend step returns them.
+var (
+	// ErrNotAcquired is returned by Do when the lock was not granted before
+	// the queue timeout.
+	ErrNotAcquired = errors.New("lock: not acquired")
+	// ErrLeaseLost is returned by Do when the lease ended (expired or taken
+	// over) while fn ran, so fn may have run unprotected. It is also the
+	// cause of the cancellation of fn's context.
+	ErrLeaseLost = errors.New("lock: lease lost")
+)
+
+// The sentinel errors of package backend, re-exported so that either name
 // matches with errors.Is.
 var (
 	// ErrNotHeld: Release or Extend by a token that does not hold the lock
 	// (never granted, expired, or taken over). Nothing was changed.
 	ErrNotHeld = backend.ErrNotHeld
-	// ErrNotAcquired: Do could not take the lock before the queue timeout.
-	ErrNotAcquired = backend.ErrNotAcquired
-	// ErrLeaseLost: Do's lease ended while fn ran; fn may have run unprotected.
-	ErrLeaseLost = backend.ErrLeaseLost
 	// ErrClosed: the Locker (or its backend) is closed.
 	ErrClosed = backend.ErrClosed
 	// ErrQueueFull: the id has as many waiters as the backend allows.
@@ -69,7 +76,7 @@ func argErr(arg, reason string) error {
 // *BackendError.
 func isSentinel(err error) bool {
 	for _, s := range [...]error{backend.ErrNotHeld, backend.ErrQueueFull, backend.ErrClosed,
-		backend.ErrInvalidArgument, backend.ErrLeaseLost, backend.ErrNotAcquired} {
+		backend.ErrInvalidArgument, ErrLeaseLost, ErrNotAcquired} {
 		if errors.Is(err, s) {
 			return true
 		}

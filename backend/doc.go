@@ -29,12 +29,12 @@
 //     holds the lock, whatever the queue holds, the step is a no-op that
 //     reports Acquired with the existing fence and the remaining TTL (retry
 //     safety, S6). Otherwise it grants if and only if the lock is free and
-//     no waiter with a lower ticket than the requester's is in the queue (a
-//     requester that is not queued has an infinite ticket, so any queued
-//     waiter blocks it). Granting removes the requester's queue entry, sets
-//     the lock to req.Token with expiry now+req.TTL (relative to the store's
-//     clock), and takes the next fence from a counter (per id, or wider:
-//     fences and tickets need only strictly increase per id, not by one).
+//     no queued waiter has a lower ticket than the requester's. A requester
+//     that is not queued has an infinite ticket, so any queued waiter blocks
+//     it. Granting removes the requester's queue entry, sets the lock to
+//     req.Token with expiry now+req.TTL by the store's clock, and takes the
+//     next fence from a counter. The counter may be per id or wider: fences
+//     and tickets need only strictly increase per id, not by one.
 //     An entry past its deadline is dead even where the purge LIMIT left it
 //     in place: never refresh or grant it; its owner counts as not queued.
 //  2. When Acquire does not grant and req.Wait is set, the requester is
@@ -47,9 +47,9 @@
 //     delete); otherwise it returns ErrNotHeld and changes nothing. A
 //     backend whose client may resend a command on its own (go-redis
 //     retries after a lost reply) may answer nil to the token of the id's
-//     latest Release, so that the resent release does not report
-//     ErrNotHeld for a release that happened; it never touches a lock
-//     another token holds.
+//     latest Release. The resent release then does not report ErrNotHeld
+//     for a release that happened. It never touches a lock another token
+//     holds.
 //  4. Extend sets a new expiry only if the token holds the lock and it has
 //     not expired (compare-and-set); it never re-creates an expired lock,
 //     and it keeps the fence. Otherwise ErrNotHeld.
@@ -57,34 +57,36 @@
 //     lock (a grant that raced the waiter's cancellation), releases it. It is
 //     idempotent and returns nil when there was nothing to remove.
 //  6. Heartbeat refreshes the deadline of each listed waiter that is still
-//     queued (never re-adds one that is gone), purges expired waiters of
-//     each listed id, and reports per waiter whether it is still queued and
-//     whether it could be granted now (lock free and it is the head). A live
-//     waiter whose heartbeats arrive within WaiterTTL is never purged.
-//  7. Wake the head: every step that frees the lock while waiters are
-//     queued, or removes the head while the lock is free, or finds the lock
-//     free with a queued head (Heartbeat), wakes that head through the
-//     Notifier with Wake{ID, Token: headToken}. Only the head is named;
-//     other waiters are not woken. A lease that expires without a release
-//     need not notify: the core keeps a timer at the holder's remaining TTL.
+//     queued; it never re-adds one that is gone. It purges expired waiters
+//     of each listed id. It reports per waiter whether it is still queued
+//     and whether it could be granted now (lock free and it is the head). A
+//     live waiter whose heartbeats arrive within WaiterTTL is never purged.
+//  7. Wake the head with Wake{ID, Token: headToken} through the Notifier.
+//     Do it in every step that frees the lock while waiters are queued,
+//     removes the head while the lock is free, or finds the lock free with a
+//     queued head (Heartbeat). Only the head is named; other waiters are
+//     not woken. A lease that expires without a release need not notify:
+//     the core keeps a timer at the holder's remaining TTL.
 //  8. Subscribe must not return before wake-ups for the id can be
 //     delivered (the core subscribes before it checks, so no release can
 //     slip between). Use one shared, reference-counted subscription per
 //     backend, never a connection per waiter. A backend whose wake-ups
 //     come from tracking a key read by the step itself (client-side caching
-//     invalidations) may make Subscribe a registration only: the core
+//     invalidations) may make Subscribe a registration only. The core
 //     always runs a waiting Acquire after Subscribe and before it relies on
-//     wake-ups, and that step's read starts the tracking. When the connection is
-//     re-established, deliver Wake{ID: id, All: true} for every subscribed
-//     id so that every local waiter re-checks. If the backend cannot name
-//     the head (e.g. a cache invalidation), deliver Wake{ID: id}.
-//     Steps that return ErrNotHeld may still expire or purge what is
-//     already dead; nothing a live client can observe changes.
+//     wake-ups, and that step's read starts the tracking. When the
+//     connection is re-established, deliver Wake{ID: id, All: true} for
+//     every subscribed id so that every local waiter re-checks. If the
+//     backend cannot name the head (e.g. a cache invalidation), deliver
+//     Wake{ID: id}. Steps that return ErrNotHeld may still expire or purge
+//     what is already dead; nothing a live client can observe changes.
 //  9. Errors: return ErrNotHeld and ErrQueueFull as themselves (wrapping
 //     is allowed); return store or client failures as they are, the core
 //     wraps them once in a *BackendError. Honour ctx: a cancelled ctx
 //     ends the call, and the outcome may then be unknown (the core cleans up
-//     by token with Leave).
+//     by token with Leave). Never return lock.ErrNotAcquired or
+//     lock.ErrLeaseLost: they are the core's answers to a lock.Do caller
+//     and are defined in package lock.
 //  10. Concurrency: every method may be called concurrently from many
 //     goroutines. A backend value is one "process": two backend values on
 //     the same store contend with each other exactly like two machines.

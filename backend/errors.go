@@ -5,23 +5,16 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. The lock package re-exports each of them under the same
-// name (lock.ErrNotHeld == backend.ErrNotHeld), so callers match them with
-// errors.Is whichever package they import.
+// Sentinel errors a backend returns or the core matches. The lock package
+// re-exports each of them under the same name (lock.ErrNotHeld ==
+// backend.ErrNotHeld), so callers match them with errors.Is whichever
+// package they import. The errors only the core returns (lock.ErrNotAcquired,
+// lock.ErrLeaseLost) are defined in package lock.
 var (
 	// ErrNotHeld is returned by Release, Extend and their backend steps when
 	// the token does not hold the lock: it was never granted, it expired, or
 	// another owner holds it now. Nothing is changed.
 	ErrNotHeld = errors.New("lock: not held")
-
-	// ErrNotAcquired is returned by lock.Do when the lock was not granted
-	// before the queue timeout.
-	ErrNotAcquired = errors.New("lock: not acquired")
-
-	// ErrLeaseLost is returned by lock.Do when the lease ended (expired or
-	// was taken over) while fn ran, so fn may have run unprotected. It is
-	// also the cause of the cancellation of fn's context.
-	ErrLeaseLost = errors.New("lock: lease lost")
 
 	// ErrClosed is returned by every call on a closed Locker or backend.
 	ErrClosed = errors.New("lock: closed")
