@@ -28,10 +28,10 @@
 //   - S7 AcquireMany never leaves a lease held that the caller was not shown.
 //
 // Liveness and fairness:
-//   - L1 no lost wake-ups: a waiter subscribes before it checks; the head
-//     keeps a timer at the holder's remaining TTL; heartbeats double as a
-//     fallback check, so a free lock is noticed within one notification or
-//     within one heartbeat interval (WaiterTimeout/3).
+//   - L1 no lost wake-ups: a waiter subscribes before it checks, and the
+//     head keeps a timer at the holder's remaining TTL. Heartbeats double as
+//     a fallback check, so a free lock is noticed within one notification or
+//     one heartbeat interval (WaiterTimeout/3).
 //   - L2 FIFO among live waiters: grants follow queue tickets, not clocks.
 //   - L3 a waiter that stops heartbeating is purged after WaiterTimeout (by
 //     the backend's clock); a live waiter is never purged, and if it finds

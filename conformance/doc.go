@@ -86,7 +86,7 @@
 //   - no-state-left (H2): after release, hand-off, TryAcquire, queue
 //     timeout, cancel, Leave, AcquireMany, Do and expiry, StateLeft is empty.
 //   - bounded-input (H3): an id of MaxIDLength+1 bytes is an *ArgumentError
-//     with no backend call; an id of exactly MaxIDLength (with braces, NUL
+//     with no backend call. An id of exactly MaxIDLength (with braces, NUL
 //     and invalid UTF-8) works, queue hand-off included, and is not confused
 //     with an id that differs in its last byte.
 //
