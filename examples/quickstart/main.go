@@ -4,7 +4,8 @@
 //
 // It uses the go-redis adapter against REDIS_ADDR when that is set, and
 // otherwise against an in-process Redis imitation (miniredis), so it runs
-// with no setup. Its keys live under the prefix "quickstart:".
+// with no setup. Its keys live under the prefix "quickstart:". It imports
+// public packages only: copy it into your own module and run go mod tidy.
 package main
 
 import (
@@ -17,22 +18,27 @@ import (
 	"sync"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock"
-	"github.com/redislocker/lock/internal/embedredis"
 	"github.com/redislocker/lock/redisbackend"
 )
 
 func main() {
 	addr := os.Getenv("REDIS_ADDR")
 	if addr == "" {
-		srv, err := embedredis.Start()
+		// miniredis expires a key only when its clock is moved (FastForward
+		// or SetTime): TTLs do not run down on their own. This demo releases
+		// every lease it takes and never waits for one to expire, so it
+		// leaves that clock alone. Use a real Redis for anything that relies
+		// on expiry.
+		m, err := miniredis.Run()
 		if err != nil {
 			log.Fatal(err)
 		}
-		defer srv.Close()
-		addr = srv.Addr()
+		defer m.Close()
+		addr = m.Addr()
 		fmt.Println("REDIS_ADDR is unset: using an in-process Redis imitation at", addr)
 	}
 	if err := run(context.Background(), addr); err != nil {
