@@ -3,10 +3,18 @@ package lock_test
 import (
 	"context"
 	"fmt"
+	"log"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/redisbackend"
 )
 
 func Example() {
@@ -71,4 +79,105 @@ func ExampleLocker_TryAcquire() {
 	fmt.Println(try.Acquired, try.WasInUse)
 	held.Lease.Release(ctx)
 	// Output: false true
+}
+
+// Example_redis is the README's API tour: the go-redis adapter against a
+// Redis at localhost:6379. It is compiled but not run (it has no output).
+func Example_redis() {
+	ctx := context.Background()
+	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer client.Close()
+	b, err := redisbackend.New(client, nil) // or rueidisbackend.New(...), or memorybackend.New(nil) in unit tests
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker := lock.New(b, nil) // nil options: QueueTimeout 30 min, BatchTick 50 ms, WaiterTimeout 15 s, slog.Default()
+	defer locker.Close()       // closes b (not client), before client.Close runs
+
+	res, err := locker.Acquire(ctx, "order-42", 10*time.Second)
+	switch {
+	case err != nil: // backend failure (errors.Is(err, lock.ErrBackend)), ctx ended, or bad input (lock.ErrInvalidArgument)
+		log.Print(err)
+	case !res.Acquired: // the queue timeout passed: res.WasInUse == true, and nothing is held
+		log.Print("order-42 is still in use")
+	default:
+		defer res.Lease.Release(ctx)
+		// res.WasInUse tells whether we had to queue; res.Lease.Fence() goes with every write to the resource.
+	}
+}
+
+// invoices stands for the resource a lock protects: a table that keeps the
+// highest fence it has seen and refuses a write with a lower one.
+type invoices struct {
+	total int
+	fence uint64
+}
+
+// Exec runs "UPDATE invoices SET total = $1, fence = $2 WHERE id = 42 AND
+// fence <= $2" and returns the number of rows it changed.
+func (db *invoices) Exec(_ context.Context, _ string, total int, fence uint64) (int64, error) {
+	if fence < db.fence {
+		return 0, nil
+	}
+	db.total, db.fence = total, fence
+	return 1, nil
+}
+
+// Example_fencing is the README's fenced write: only the resource can turn
+// away the late write of a holder whose lease ended.
+func Example_fencing() {
+	ctx := context.Background()
+	locker := lock.New(memorybackend.New(nil), nil)
+	defer locker.Close()
+	db := &invoices{}
+	const q = "UPDATE invoices SET total = $1, fence = $2 WHERE id = 42 AND fence <= $2"
+	total := 120
+
+	res, err := locker.Acquire(ctx, "invoice-42", 10*time.Second)
+	if err != nil || !res.Acquired {
+		return
+	}
+	defer res.Lease.Release(ctx)
+	// The storage keeps the highest fence it has seen and refuses anything lower:
+	//   UPDATE invoices SET total = $1, fence = $2 WHERE id = 42 AND fence <= $2
+	n, err := db.Exec(ctx, q, total, res.Lease.Fence())
+	if err != nil || n == 0 {
+		return // a newer holder has written: our lease is stale; give up
+	}
+	stale, _ := db.Exec(ctx, q, 99, res.Lease.Fence()-1) // a holder with an older fence
+	fmt.Println("rows written:", n, "by a stale holder:", stale)
+	// Output: rows written: 1 by a stale holder: 0
+}
+
+// TestREADMESnippets checks that every Go snippet of README.md is a part of
+// this file (indentation and blank lines aside), so that the README shows
+// code that compiles and runs.
+func TestREADMESnippets(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm := func(s string) string {
+		var out []string
+		for _, line := range strings.Split(s, "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				out = append(out, line)
+			}
+		}
+		return "\n" + strings.Join(out, "\n") + "\n"
+	}
+	snippets := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
+	if len(snippets) == 0 {
+		t.Fatal("README.md has no Go snippet; this test would check nothing")
+	}
+	file := norm(string(src))
+	for _, m := range snippets {
+		if !strings.Contains(file, norm(m[1])) {
+			t.Errorf("this README.md snippet is not in example_test.go; change both together:\n%s", m[1])
+		}
+	}
 }
