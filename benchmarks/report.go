@@ -53,7 +53,8 @@ type LibInfo struct {
 	Setting string
 }
 
-// Target is one performance target of issue 5 for one of our adapters.
+// Target is one of the library's performance targets, for one of our
+// adapters.
 type Target struct {
 	Adapter  string
 	Target   string
@@ -122,7 +123,8 @@ func (res *Results) many(name string) *Many {
 	return nil
 }
 
-// targets evaluates issue 5's targets for each of our Redis adapters.
+// targets evaluates the library's performance targets for each of our
+// Redis adapters.
 func targets(res *Results) []Target {
 	var ts []Target
 	for _, l := range res.Libs {
@@ -397,7 +399,7 @@ func markdown(res *Results) string {
 		b.WriteString("\n")
 	}
 	if len(res.Targets) > 0 {
-		b.WriteString("**Targets** (issue 5; ratios from this run):\n\n")
+		b.WriteString("**Targets** (the library's performance targets; ratios from this run):\n\n")
 		t.headAlign(map[int]bool{1: true, 2: true}, "adapter", "target", "measured", "met")
 		for _, tg := range res.Targets {
 			met := "yes"
