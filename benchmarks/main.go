@@ -22,7 +22,6 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -143,11 +142,6 @@ func rerender(path, out string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-type task struct {
-	name string
-	run  func() (string, error)
-}
-
 // runAll runs every scenario in order, printing progress to w. It returns
 // the results (nil only when nothing could run) and the scenarios' errors.
 func runAll(cfg config, addr string, own bool, filter *regexp.Regexp, command string, w io.Writer) (*Results, error) {
@@ -168,175 +162,16 @@ func runAll(cfg config, addr string, own bool, filter *regexp.Regexp, command st
 		res.Libs[i] = LibInfo{Name: l.Name, Ours: l.Ours, Setting: l.Setting}
 	}
 
-	var tasks []task
-	add := func(name string, fn func() (string, error)) { tasks = append(tasks, task{name, fn}) }
-	selected := func(scenario string, l lib) bool {
-		return filter == nil || filter.MatchString(scenario+"/"+l.Name)
-	}
-	var pings []float64
-	var startMean, startP50, endMean, rtt float64
-	add("floor/start", func() (string, error) {
-		var err error
-		startMean, startP50, err = r.pingGoRedis(ctx, cfg.FloorDur)
-		if err != nil {
-			return "", err
-		}
-		pings = append(pings, startMean)
-		res.Floor.RueidisPingUs, err = r.pingRueidis(ctx)
-		return fmt.Sprintf("PING %.1f µs (go-redis, mean), %.1f µs (rueidis)", startMean, res.Floor.RueidisPingUs), err
-	})
-	roundPing := func(name string) {
-		add(name, func() (string, error) {
-			m, _, err := r.pingGoRedis(ctx, cfg.RoundPing)
-			rtt = m
-			pings = append(pings, m)
-			return fmt.Sprintf("PING %.1f µs", m), err
-		})
-	}
-	roundErrs := map[string]error{} // scenario/lib -> its first error
+	p := newPlan(ctx, cfg, r, res, table, filter)
+	p.addFloorStart()
+	p.addUncontended()
+	p.addContended()
+	p.addIdle()
+	p.addAcquireMany()
+	p.addFloorEnd()
 
-	// Uncontended, in rounds over the libraries.
-	uncRounds := map[string][]uncRound{}
-	var uncLibs []lib
-	for _, l := range table {
-		if selected("uncontended", l) {
-			uncLibs = append(uncLibs, l)
-		}
-	}
-	for round := 1; len(uncLibs) > 0 && round <= cfg.UncRounds; round++ {
-		roundPing(fmt.Sprintf("uncontended round %d/%d: floor", round, cfg.UncRounds))
-		for _, l := range uncLibs {
-			key := "uncontended/" + l.Name
-			add(fmt.Sprintf("%s (%d/%d)", key, round, cfg.UncRounds), func() (string, error) {
-				if roundErrs[key] != nil {
-					return "skipped after an error", nil
-				}
-				rd, err := r.uncontendedRound(l)
-				if err != nil {
-					roundErrs[key] = err
-					return "", err
-				}
-				rd.rtt = rtt
-				uncRounds[l.Name] = append(uncRounds[l.Name], rd)
-				return fmt.Sprintf("%s cycles/s, %.1f client cmds/cycle", num(float64(rd.n)/rd.secs), rd.c.ClientCmds/float64(rd.n)), nil
-			})
-		}
-	}
-
-	// Contended, per hold, in rounds over the Redis libraries; each worker
-	// its own process, and (hold 1 ms, full run) all in one process.
-	contRounds := map[string][]contRound{} // scenario/lib -> rounds
-	type contCase struct {
-		hold  time.Duration
-		procs int
-	}
-	var contCases []contCase
-	for _, h := range cfg.Holds {
-		contCases = append(contCases, contCase{h, cfg.Workers})
-	}
-	if cfg.ContShared {
-		contCases = append(contCases, contCase{time.Millisecond, 1})
-	}
-	for _, cc := range contCases {
-		scenario := contScenario(cc.hold, cc.procs, cfg.Workers)
-		var ls []lib
-		for _, l := range table {
-			if l.Redis && selected(scenario, l) {
-				ls = append(ls, l)
-			}
-		}
-		for round := 1; len(ls) > 0 && round <= cfg.ContRounds; round++ {
-			roundPing(fmt.Sprintf("%s round %d/%d: floor", scenario, round, cfg.ContRounds))
-			for _, l := range ls {
-				key := scenario + "/" + l.Name
-				add(fmt.Sprintf("%s (%d/%d)", key, round, cfg.ContRounds), func() (string, error) {
-					if roundErrs[key] != nil {
-						return "skipped after an error", nil
-					}
-					rd, err := r.contendedRound(l, cc.hold, cc.procs)
-					if err != nil {
-						roundErrs[key] = err
-						return "", err
-					}
-					rd.rtt = rtt
-					contRounds[key] = append(contRounds[key], rd)
-					n := rd.acq()
-					return fmt.Sprintf("%s acq/s, min/max %d/%d, %.1f client cmds/acq", num(float64(n)/rd.secs),
-						slices.Min(rd.perWorker), slices.Max(rd.perWorker), rd.c.ClientCmds/float64(n)), nil
-				})
-			}
-		}
-	}
-
-	// Idle waiters: one window each (command counts do not depend on load).
-	procsList := []int{cfg.IdleWaiters}
-	if cfg.IdleShared {
-		procsList = append(procsList, 1)
-	}
-	idleSelected := false
-	for _, procs := range procsList {
-		for _, l := range table {
-			idleSelected = idleSelected || l.Redis && selected(fmt.Sprintf("idle-%dprocs", procs), l)
-		}
-	}
-	if idleSelected {
-		add("idle/baseline", func() (string, error) {
-			v, err := r.serverBaseline(cfg.IdleWindow / 2)
-			res.IdleBaselineCPUUsPerS = v
-			return fmt.Sprintf("server CPU %.0f µs/s with no client", v), err
-		})
-	}
-	for _, procs := range procsList {
-		scenario := fmt.Sprintf("idle-%dprocs", procs)
-		for _, l := range table {
-			if !l.Redis || !selected(scenario, l) {
-				continue
-			}
-			add(scenario+"/"+l.Name, func() (string, error) {
-				i, err := r.idle(l, procs)
-				if err != nil {
-					i.Err = err.Error()
-				}
-				res.Idle = append(res.Idle, i)
-				return fmt.Sprintf("%s client cmds/s per waiter", num(i.ClientCmdsPerSec)), err
-			})
-		}
-	}
-	for _, l := range table {
-		if !l.Ours || !l.Redis || !selected("acquiremany", l) {
-			continue
-		}
-		add("acquiremany/"+l.Name, func() (string, error) {
-			m, err := r.many(l, func(string) {})
-			if err != nil {
-				m.Err = err.Error()
-			}
-			res.Many = append(res.Many, m)
-			return fmt.Sprintf("%d ids, %d rounds: AcquireMany %.3f s, loop %.3f s: %.1fx", m.N, m.Rounds, m.ManySeconds, m.LoopSeconds, m.Ratio), err
-		})
-	}
-	add("floor/end", func() (string, error) {
-		var err error
-		endMean, _, err = r.pingGoRedis(ctx, cfg.FloorDur)
-		if err == nil {
-			pings = append(pings, endMean)
-		}
-		return fmt.Sprintf("PING %.1f µs (go-redis, mean)", endMean), err
-	})
-
-	var errs []error
 	start := time.Now()
-	for i, t := range tasks {
-		fmt.Fprintf(w, "[%2d/%d] %-40s ", i+1, len(tasks), t.name)
-		t0 := time.Now()
-		summary, err := t.run()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", t.name, err))
-			fmt.Fprintf(w, "ERROR: %v (%.1fs)\n", err, time.Since(t0).Seconds())
-			continue
-		}
-		fmt.Fprintf(w, "%s (%.1fs)\n", summary, time.Since(t0).Seconds())
-	}
+	errs := p.execute(w)
 	res.Meta.Seconds = time.Since(start).Seconds()
 	res.Meta.LoadAfter = loadavg()
 	if !own {
@@ -344,34 +179,10 @@ func runAll(cfg config, addr string, own bool, filter *regexp.Regexp, command st
 			errs = append(errs, fmt.Errorf("cleanup of %s*: %w", r.prefix, err))
 		}
 	}
-	if startMean == 0 || endMean == 0 {
+	if p.startMean == 0 || p.endMean == 0 {
 		return res, errors.Join(append(errs, errors.New("no floor measured"))...)
 	}
-	res.Floor.PingStartUs, res.Floor.PingEndUs, res.Floor.PingP50Us = startMean, endMean, startP50
-	res.Floor.PingsUs = pings
-	res.Floor.PingUs = median(pings)
-	for _, l := range table {
-		key := "uncontended/" + l.Name
-		if rounds, err := uncRounds[l.Name], roundErrs[key]; len(rounds) > 0 || err != nil {
-			u := aggregateUnc(l.Name, rounds)
-			if err != nil {
-				u.Err = err.Error()
-			}
-			res.Uncontended = append(res.Uncontended, u)
-		}
-	}
-	for _, cc := range contCases {
-		for _, l := range table {
-			key := contScenario(cc.hold, cc.procs, cfg.Workers) + "/" + l.Name
-			if rounds, err := contRounds[key], roundErrs[key]; len(rounds) > 0 || err != nil {
-				c := aggregateCont(l.Name, cc.hold, cfg.Workers, cc.procs, res.Floor.PingUs, rounds)
-				if err != nil {
-					c.Err = err.Error()
-				}
-				res.Contended = append(res.Contended, c)
-			}
-		}
-	}
+	p.aggregate()
 	finish(res)
 	return res, errors.Join(errs...)
 }
