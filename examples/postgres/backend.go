@@ -1,27 +1,16 @@
-// Package postgres is a backend.Backend on PostgreSQL (pgx v5): a complete
-// third-party backend, written from the backend package's checklist alone.
+// Package postgres is a backend.Backend on PostgreSQL (pgx v5), written
+// from the backend package's checklist alone; see README.md for how each
+// item maps to a step. Each step is one PL/pgSQL function (schema.sql)
+// under a transaction advisory lock on the id. Wake-ups are NOTIFY messages
+// naming the head, heard by one listening connection per Backend.
 //
-// Each step is one PL/pgSQL function (schema.sql) that takes a transaction
-// advisory lock on the id, so steps on one id are serialised and steps on
-// different ids run in parallel. Expiries use the server's
-// clock_timestamp(); ids and tokens are bytea; the queue is a table ordered
-// by a ticket from a sequence. Wake-ups are NOTIFY messages naming the head,
-// heard by one listening connection per Backend.
-//
-// State: a row per id in ids (the lease and the documented counters: the
-// last fence and the token of the latest Release) and a row per waiter in
-// waiters. Released leases and departed waiters leave no row but the
-// counter row; expired leases and dead waiters are ignored by every step
-// and deleted by the next step on the id. Counter rows and dead waiters of
-// ids idle for Options.CounterIdle are deleted by a grant on a new id.
-//
-// Fences are greatest(last fence + 1, the server's clock in microseconds),
-// so they strictly increase per id, also after the counter row was
-// deleted, as long as the server's clock does not step back further than
-// it ran during the idle period.
+// Fences are greatest(last fence + 1, the server's clock in microseconds):
+// they strictly increase per id, also after an idle id's counter row was
+// deleted, as long as the server's clock does not step back.
 package postgres
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -40,7 +29,7 @@ import (
 var schemaSQL string
 
 // Options configures a Backend. A nil *Options means every default; so does
-// a zero field.
+// a zero (or negative) field.
 type Options struct {
 	// Schema is the PostgreSQL schema that holds the tables and functions,
 	// and the name of the NOTIFY channel. It must match [a-z_][a-z0-9_]*
@@ -52,8 +41,7 @@ type Options struct {
 	// PurgeLimit is the most dead waiters one step purges. Default: 100.
 	PurgeLimit int
 	// CounterIdle is how long an id stays free before its counter row may
-	// be deleted (a resent Release is recognised only until then).
-	// Default: one hour.
+	// be deleted (and a resent Release is forgotten). Default: one hour.
 	CounterIdle time.Duration
 }
 
@@ -81,9 +69,7 @@ var (
 func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 	o := Options{Schema: "golock", MaxWaiters: 10000, PurgeLimit: 100, CounterIdle: time.Hour}
 	if opts != nil {
-		if opts.Schema != "" {
-			o.Schema = opts.Schema
-		}
+		o.Schema = cmp.Or(opts.Schema, o.Schema)
 		o.MaxWaiters = orDefault(opts.MaxWaiters, o.MaxWaiters)
 		o.PurgeLimit = orDefault(opts.PurgeLimit, o.PurgeLimit)
 		o.CounterIdle = orDefault(opts.CounterIdle, o.CounterIdle)
@@ -128,13 +114,6 @@ func (b *Backend) sql(fn string, n int) string {
 	return "SELECT * FROM " + b.o.Schema + "." + fn + "(" + strings.Join(params, ",") + ")"
 }
 
-func (b *Backend) check(ctx context.Context) error {
-	if b.closed.Load() {
-		return backend.ErrClosed
-	}
-	return ctx.Err()
-}
-
 func (b *Backend) acquireArgs(r backend.AcquireRequest) []any {
 	return []any{[]byte(r.ID), []byte(r.Token), us(r.TTL), r.Wait, us(r.WaiterTTL), b.o.MaxWaiters, b.o.PurgeLimit, us(b.o.CounterIdle)}
 }
@@ -143,38 +122,30 @@ func scanGrant(row pgx.Row) (backend.Grant, error) {
 	var g backend.Grant
 	var fence, ttl, holderTTL, ticket int64
 	var full bool
-	if err := row.Scan(&g.Acquired, &fence, &ttl, &holderTTL, &g.Queued, &ticket, &g.Head, &full); err != nil {
-		return backend.Grant{}, err
+	if err := row.Scan(&g.Acquired, &fence, &ttl, &holderTTL, &g.Queued, &ticket, &g.Head, &full); err != nil || full {
+		return g, cmp.Or(err, backend.ErrQueueFull)
 	}
 	g.Fence, g.Ticket = uint64(fence), uint64(ticket)
 	g.TTL, g.HolderTTL = time.Duration(ttl)*time.Microsecond, time.Duration(holderTTL)*time.Microsecond
-	if full {
-		return g, backend.ErrQueueFull
-	}
 	return g, nil
 }
 
-// Acquire is the fair try-acquire with optional enqueue, in one function.
+// Acquire is the fair try-acquire with optional enqueue, in one step.
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
-	if err := b.check(ctx); err != nil {
+	res, err := b.AcquireBatch(ctx, []backend.AcquireRequest{req})
+	if err != nil {
 		return backend.Grant{}, err
 	}
-	return scanGrant(b.pool.QueryRow(ctx, b.sql("acquire", 8), b.acquireArgs(req)...))
+	return res[0].Grant, res[0].Err
 }
 
 // ok runs a step that reports whether the token held the lock.
 func (b *Backend) ok(ctx context.Context, fn string, args ...any) error {
-	if err := b.check(ctx); err != nil {
-		return err
-	}
 	var ok bool
-	if err := b.pool.QueryRow(ctx, b.sql(fn, len(args)), args...).Scan(&ok); err != nil {
+	if err := b.each(ctx, fn, [][]any{args}, func(_ int, row pgx.Row) error { return row.Scan(&ok) }); err != nil || ok {
 		return err
 	}
-	if !ok {
-		return backend.ErrNotHeld
-	}
-	return nil
+	return backend.ErrNotHeld
 }
 
 // Release deletes the lock if token holds it (or answers nil to a resent
@@ -196,34 +167,24 @@ func (b *Backend) Leave(ctx context.Context, id, token string) error {
 	return b.LeaveBatch(ctx, []backend.Waiter{{ID: id, Token: token}})
 }
 
-// each runs the step fn once per argument list, each in its own
-// transaction (so that no transaction holds the locks of two ids, which
-// could deadlock), all in one round trip. scan reads the i-th result.
+// each runs the step fn once per argument list, all in one round trip,
+// each in its own transaction: one that held the locks of two ids could
+// deadlock with another. scan reads the i-th result.
 func (b *Backend) each(ctx context.Context, fn string, args [][]any, scan func(i int, row pgx.Row) error) error {
-	if err := b.check(ctx); err != nil {
-		return err
+	if b.closed.Load() {
+		return backend.ErrClosed
 	}
 	var batch pgx.Batch
-	for _, a := range args {
-		batch.Queue("BEGIN")
-		batch.Queue(b.sql(fn, len(a)), a...)
-		batch.Queue("COMMIT")
-	}
-	br := b.pool.SendBatch(ctx, &batch)
-	for i := range args {
-		_, err := br.Exec()
-		if err == nil {
-			err = scan(i, br.QueryRow())
+	for i, a := range args {
+		if len(args) > 1 {
+			batch.Queue("BEGIN")
 		}
-		if err == nil {
-			_, err = br.Exec()
-		}
-		if err != nil {
-			_ = br.Close()
-			return err
+		batch.Queue(b.sql(fn, len(a)), a...).QueryRow(func(row pgx.Row) error { return scan(i, row) })
+		if len(args) > 1 {
+			batch.Queue("COMMIT")
 		}
 	}
-	return br.Close()
+	return b.pool.SendBatch(ctx, &batch).Close()
 }
 
 // AcquireBatch runs each request as its own Acquire step, in order, in one
@@ -255,42 +216,21 @@ func (b *Backend) LeaveBatch(ctx context.Context, waiters []backend.Waiter) erro
 	for i, w := range waiters {
 		args[i] = []any{[]byte(w.ID), []byte(w.Token), b.o.PurgeLimit}
 	}
-	return b.each(ctx, "leave", args, func(_ int, row pgx.Row) error {
-		var left bool
-		return row.Scan(&left)
-	})
+	var left bool
+	return b.each(ctx, "leave", args, func(_ int, row pgx.Row) error { return row.Scan(&left) })
 }
 
 // Heartbeat refreshes the deadlines of the listed waiters that are still
-// queued, one step per id, all in one round trip, and wakes the head of
+// queued, one step per waiter, all in one round trip, and wakes the head of
 // every listed id whose lock is free.
 func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterTTL time.Duration) ([]backend.HeartbeatResult, error) {
-	byID := map[string][]int{} // id -> indexes into waiters
-	var ids []string
+	args := make([][]any, len(waiters))
 	for i, w := range waiters {
-		if byID[w.ID] == nil {
-			ids = append(ids, w.ID)
-		}
-		byID[w.ID] = append(byID[w.ID], i)
-	}
-	args := make([][]any, len(ids))
-	for i, id := range ids {
-		toks := make([][]byte, len(byID[id]))
-		for j, k := range byID[id] {
-			toks[j] = []byte(waiters[k].Token)
-		}
-		args[i] = []any{[]byte(id), toks, us(waiterTTL), b.o.PurgeLimit}
+		args[i] = []any{[]byte(w.ID), []byte(w.Token), us(waiterTTL), b.o.PurgeLimit}
 	}
 	out := make([]backend.HeartbeatResult, len(waiters))
 	err := b.each(ctx, "heartbeat", args, func(i int, row pgx.Row) error {
-		var res []int32
-		if err := row.Scan(&res); err != nil {
-			return err
-		}
-		for j, k := range byID[ids[i]] {
-			out[k] = backend.HeartbeatResult{Queued: res[j] != 0, Ready: res[j] == 3}
-		}
-		return nil
+		return row.Scan(&out[i].Queued, &out[i].Ready)
 	})
 	if err != nil {
 		return nil, err
@@ -302,8 +242,8 @@ func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waite
 // listening connection is listening (or ctx ends). After the connection
 // is re-established, fn gets backend.Wake{ID: id, All: true}.
 func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
-	if err := b.check(ctx); err != nil {
-		return nil, err
+	if b.closed.Load() {
+		return nil, backend.ErrClosed
 	}
 	if fn == nil {
 		return nil, &backend.ArgumentError{Arg: "fn", Reason: "nil"}

@@ -8,24 +8,24 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redislocker/lock/backend"
 )
 
-// listener is a Backend's one listening connection (checklist item 8). It
-// LISTENs on the schema's channel, where the steps NOTIFY "hex(id)
-// hex(head)", and calls the subscriptions of the id. Every subscription
-// shares it. When the connection fails it reconnects, and once it listens
-// again it wakes every subscription with All, for what it missed.
+// listener is a Backend's one listening connection (checklist item 8),
+// shared by every subscription. It LISTENs on the schema's channel, where
+// the steps NOTIFY "hex(id) hex(head)", and calls the subscriptions of the
+// id. When the connection fails it reconnects; once it listens again it
+// wakes every subscription with All, for what it missed.
 type listener struct {
 	cfg     *pgx.ConnConfig
 	channel string
 	stop    context.CancelFunc
 	done    chan struct{} // closed when run returns
 
-	mu        sync.Mutex
-	subs      map[string]map[*func(backend.Wake)]struct{}
-	live      chan struct{} // closed while listening
-	listening bool
+	mu   sync.Mutex
+	subs map[string]map[*func(backend.Wake)]struct{}
+	live chan struct{} // closed while listening
 }
 
 func newListener(cfg *pgx.ConnConfig, channel string) *listener {
@@ -38,52 +38,43 @@ func newListener(cfg *pgx.ConnConfig, channel string) *listener {
 
 func (l *listener) run(ctx context.Context) {
 	defer close(l.done)
-	const minBackoff, maxBackoff = 50 * time.Millisecond, 2 * time.Second
-	backoff := minBackoff
-	for reconnect := false; ; {
+	backoff := 50 * time.Millisecond
+	for reconnect := false; ; backoff = min(2*backoff, 2*time.Second) {
 		if conn, err := pgx.ConnectConfig(ctx, l.cfg); err == nil {
 			if _, err = conn.Exec(ctx, "LISTEN "+l.channel); err == nil {
-				l.setListening(true, reconnect)
-				reconnect, backoff = true, minBackoff
+				l.listening(reconnect)
+				reconnect, backoff = true, 50*time.Millisecond
 				for err == nil {
-					n, werr := conn.WaitForNotification(ctx)
-					if err = werr; err == nil {
+					var n *pgconn.Notification
+					if n, err = conn.WaitForNotification(ctx); err == nil {
 						l.deliver(n.Payload)
 					}
 				}
-				l.setListening(false, false)
+				l.mu.Lock()
+				l.live = make(chan struct{})
+				l.mu.Unlock()
 			}
 			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_ = conn.Close(cctx)
 			cancel()
 		}
-		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return
-		case <-t.C:
+		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
-// setListening records the connection's state; once it listens again
-// after a failure (wakeAll), every subscription gets Wake{All}.
-func (l *listener) setListening(on, wakeAll bool) {
-	l.mu.Lock()
-	if on != l.listening {
-		l.listening = on
-		if on {
-			close(l.live)
-		} else {
-			l.live = make(chan struct{})
-		}
-	}
+// listening marks the connection live; after a reconnect it wakes every
+// subscription with All.
+func (l *listener) listening(reconnect bool) {
 	var calls []func()
-	if wakeAll {
-		for id, fns := range l.subs {
-			for fn := range fns {
+	l.mu.Lock()
+	close(l.live)
+	for id, fns := range l.subs {
+		for fn := range fns {
+			if reconnect {
 				calls = append(calls, func() { (*fn)(backend.Wake{ID: id, All: true}) })
 			}
 		}
@@ -97,13 +88,10 @@ func (l *listener) setListening(on, wakeAll bool) {
 // deliver calls the subscriptions of the notified id with its head.
 func (l *listener) deliver(payload string) {
 	hid, htok, _ := strings.Cut(payload, " ")
-	id, err1 := hex.DecodeString(hid)
-	tok, err2 := hex.DecodeString(htok)
-	if err1 != nil || err2 != nil {
-		return
-	}
-	l.mu.Lock()
+	id, _ := hex.DecodeString(hid) // written by finish: valid
+	tok, _ := hex.DecodeString(htok)
 	var fns []func(backend.Wake)
+	l.mu.Lock()
 	for fn := range l.subs[string(id)] {
 		fns = append(fns, *fn)
 	}
@@ -125,8 +113,7 @@ func (l *listener) subscribe(ctx context.Context, id string, fn func(backend.Wak
 	l.mu.Unlock()
 	cancel := func() {
 		l.mu.Lock()
-		delete(l.subs[id], key)
-		if len(l.subs[id]) == 0 {
+		if delete(l.subs[id], key); len(l.subs[id]) == 0 {
 			delete(l.subs, id)
 		}
 		l.mu.Unlock()

@@ -1,32 +1,18 @@
--- The backend's tables and steps. New runs this file in one transaction
--- under an advisory lock, with {{s}} replaced by the schema name. Every
--- step is one function: it takes the id's advisory lock first, then reads
--- the clock, so steps on one id are serialised and their times are ordered.
--- Times are microseconds (bigint), the resolution of timestamptz.
+-- The backend's tables and steps; New runs this file in one transaction with
+-- {{s}} replaced by the schema name. Each step is one function that takes
+-- the id's advisory lock, then reads the clock. Times are in microseconds.
 CREATE SCHEMA IF NOT EXISTS {{s}};
 
--- One row per id: the lease (token is NULL when free) and the documented
--- counters: the last fence and the token of the latest Release. expiry is
--- the lease's end, or the release's time; sweep deletes the row once it is
--- older than the idle bound.
-CREATE TABLE IF NOT EXISTS {{s}}.ids (
-  id bytea PRIMARY KEY,
-  token bytea,
-  expiry timestamptz NOT NULL,
-  fence bigint NOT NULL,
-  released bytea
-);
+-- One row per id: the lease (token NULL when free; expiry is the lease's end
+-- or the release's time) and the documented counters: the last fence and
+-- the token of the latest Release. sweep deletes it once idle.
+CREATE TABLE IF NOT EXISTS {{s}}.ids (id bytea PRIMARY KEY, token bytea,
+  expiry timestamptz NOT NULL, fence bigint NOT NULL, released bytea);
 CREATE INDEX IF NOT EXISTS ids_expiry ON {{s}}.ids (expiry);
 
 -- The queues, ordered by ticket; a waiter is dead once its deadline passed.
-CREATE TABLE IF NOT EXISTS {{s}}.waiters (
-  id bytea NOT NULL,
-  ticket bigint NOT NULL,
-  token bytea NOT NULL,
-  deadline timestamptz NOT NULL,
-  PRIMARY KEY (id, ticket),
-  UNIQUE (id, token)
-);
+CREATE TABLE IF NOT EXISTS {{s}}.waiters (id bytea, ticket bigint, token bytea NOT NULL,
+  deadline timestamptz NOT NULL, PRIMARY KEY (id, ticket), UNIQUE (id, token));
 CREATE INDEX IF NOT EXISTS waiters_id_deadline ON {{s}}.waiters (id, deadline);
 CREATE INDEX IF NOT EXISTS waiters_deadline ON {{s}}.waiters (deadline);
 CREATE SEQUENCE IF NOT EXISTS {{s}}.tickets;
@@ -41,8 +27,8 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- open starts a step: it takes the id's lock, reads the clock, locks the
--- id's row, frees an expired lease and purges up to p_limit dead waiters.
--- held and head_before describe the id before, for finish.
+-- id's row, frees an expired lease and purges up to p_limit dead waiters;
+-- held and head_before are for finish.
 CREATE OR REPLACE FUNCTION {{s}}.open(p_id bytea, p_limit int,
   OUT now_ts timestamptz, OUT held bool, OUT head_before bytea)
 LANGUAGE plpgsql AS $$
@@ -74,10 +60,9 @@ BEGIN
   RETURN h;
 END $$;
 
--- sweep deletes up to p_limit rows of other ids that have been idle for
--- p_idle: counter rows whose last fence is behind the clock (the next fence
--- of their id is then the clock, still higher) and long-dead waiters.
--- SKIP LOCKED: a row a step has locked is that step's.
+-- sweep deletes up to p_limit rows idle for p_idle: counter rows whose fence
+-- is behind the clock (their id's next fence is the clock, still higher)
+-- and long-dead waiters. It skips the rows a step has locked.
 CREATE OR REPLACE FUNCTION {{s}}.sweep(now_ts timestamptz, p_idle interval, p_limit int)
 RETURNS void LANGUAGE sql AS $$
   DELETE FROM {{s}}.ids WHERE id IN (SELECT id FROM {{s}}.ids WHERE expiry < now_ts - p_idle
@@ -87,8 +72,7 @@ RETURNS void LANGUAGE sql AS $$
 $$;
 
 -- acquire: the fair try-acquire with optional enqueue (checklist 1, 2, 7).
--- A grant takes the fence greatest(last + 1, the clock in microseconds),
--- so fences never go back, even after sweep deleted the id's row.
+-- A grant's fence is greatest(last + 1, the clock): never going back.
 CREATE OR REPLACE FUNCTION {{s}}.acquire(p_id bytea, p_token bytea, p_ttl bigint, p_wait bool,
   p_wttl bigint, p_max int, p_limit int, p_idle bigint,
   OUT o_acquired bool, OUT o_fence bigint, OUT o_ttl bigint, OUT o_holder_ttl bigint,
@@ -99,7 +83,6 @@ DECLARE
   r {{s}}.ids;
   w {{s}}.waiters;
   h bytea;
-  exp timestamptz;
 BEGIN
   o := {{s}}.open(p_id, p_limit);
   o_acquired := false; o_fence := 0; o_ttl := 0; o_holder_ttl := 0;
@@ -115,22 +98,16 @@ BEGIN
   h := {{s}}.head(p_id, o.now_ts);
   IF r.token IS NULL AND (h IS NULL OR h = p_token) THEN
     DELETE FROM {{s}}.waiters WHERE id = p_id AND token = p_token;
-    exp := o.now_ts + p_ttl * interval '1 microsecond';
+    INSERT INTO {{s}}.ids VALUES (p_id, p_token, o.now_ts + p_ttl * interval '1 microsecond',
+      {{s}}.us(o.now_ts - 'epoch')) ON CONFLICT (id) DO UPDATE SET token = excluded.token,
+      expiry = excluded.expiry, fence = greatest(ids.fence + 1, excluded.fence) RETURNING fence INTO o_fence;
     IF r.id IS NULL THEN
-      INSERT INTO {{s}}.ids VALUES (p_id, p_token, exp, {{s}}.us(o.now_ts - 'epoch'))
-        RETURNING fence INTO o_fence;
       PERFORM {{s}}.sweep(o.now_ts, p_idle * interval '1 microsecond', 8);
-    ELSE
-      UPDATE {{s}}.ids SET token = p_token, expiry = exp,
-        fence = greatest(fence + 1, {{s}}.us(o.now_ts - 'epoch'))
-        WHERE id = p_id RETURNING fence INTO o_fence;
     END IF;
     o_acquired := true; o_ttl := p_ttl;
     RETURN;
   END IF;
-  IF r.token IS NOT NULL THEN
-    o_holder_ttl := greatest(1, {{s}}.us(r.expiry - o.now_ts));
-  END IF;
+  o_holder_ttl := CASE WHEN r.token IS NULL THEN 0 ELSE greatest(1, {{s}}.us(r.expiry - o.now_ts)) END;
   IF p_wait THEN
     IF w.token IS NOT NULL THEN
       UPDATE {{s}}.waiters SET deadline = o.now_ts + p_wttl * interval '1 microsecond'
@@ -182,35 +159,34 @@ END $$;
 
 -- leave: remove the token's entry and release a lease it holds (a grant
 -- that raced a cancel), then wake the new head (checklist 5, 7). It reports
--- whether it removed anything.
+-- whether it released a lease.
 CREATE OR REPLACE FUNCTION {{s}}.leave(p_id bytea, p_token bytea, p_limit int)
 RETURNS bool LANGUAGE plpgsql AS $$
 DECLARE
   o record := {{s}}.open(p_id, p_limit);
-  removed bool;
+  freed bool;
 BEGIN
   DELETE FROM {{s}}.waiters WHERE id = p_id AND token = p_token;
-  removed := FOUND;
   UPDATE {{s}}.ids SET token = NULL, expiry = o.now_ts WHERE id = p_id AND token = p_token;
+  freed := FOUND;
   PERFORM {{s}}.finish(p_id, o.now_ts, o.held, o.head_before, false);
-  RETURN removed OR FOUND;
+  RETURN freed;
 END $$;
 
--- heartbeat: refresh the live entries among p_tokens (never re-adding one),
--- wake the head if the lock is free, and report per token: 0 gone, 1 queued,
--- 3 queued and ready (checklist 6, 7).
-CREATE OR REPLACE FUNCTION {{s}}.heartbeat(p_id bytea, p_tokens bytea[], p_wttl bigint, p_limit int)
-RETURNS int[] LANGUAGE plpgsql AS $$
+-- heartbeat: refresh a live entry (never re-adding one), wake the head if
+-- the lock is free, and report whether the entry is queued and is the head
+-- of a free lock (checklist 6, 7).
+CREATE OR REPLACE FUNCTION {{s}}.heartbeat(p_id bytea, p_token bytea, p_wttl bigint, p_limit int,
+  OUT o_queued bool, OUT o_ready bool)
+LANGUAGE plpgsql AS $$
 DECLARE
   o record := {{s}}.open(p_id, p_limit);
-  live bytea[];
   h bytea;
 BEGIN
-  DELETE FROM {{s}}.waiters WHERE id = p_id AND token = ANY (p_tokens) AND deadline <= o.now_ts;
-  WITH u AS (UPDATE {{s}}.waiters SET deadline = o.now_ts + p_wttl * interval '1 microsecond'
-    WHERE id = p_id AND token = ANY (p_tokens) RETURNING token)
-  SELECT array_agg(token) INTO live FROM u;
+  DELETE FROM {{s}}.waiters WHERE id = p_id AND token = p_token AND deadline <= o.now_ts;
+  UPDATE {{s}}.waiters SET deadline = o.now_ts + p_wttl * interval '1 microsecond'
+    WHERE id = p_id AND token = p_token;
+  o_queued := FOUND;
   h := {{s}}.finish(p_id, o.now_ts, o.held, o.head_before, true);
-  RETURN ARRAY(SELECT CASE WHEN t = h THEN 3 WHEN t = ANY (live) THEN 1 ELSE 0 END
-    FROM unnest(p_tokens) WITH ORDINALITY AS x(t, n) ORDER BY n);
+  o_ready := o_queued AND coalesce(h = p_token, false);
 END $$;
