@@ -39,8 +39,8 @@ BEGIN
   held := coalesce(held, false);
   head_before := {{s}}.head(p_id, '-infinity');
   UPDATE {{s}}.ids SET token = NULL WHERE id = p_id AND token IS NOT NULL AND expiry <= now_ts;
-  DELETE FROM {{s}}.waiters WHERE (id, ticket) IN (SELECT id, ticket FROM {{s}}.waiters
-    WHERE id = p_id AND deadline <= now_ts ORDER BY deadline LIMIT p_limit);
+  DELETE FROM {{s}}.waiters WHERE ctid = ANY (ARRAY(SELECT ctid FROM {{s}}.waiters
+    WHERE id = p_id AND deadline <= now_ts ORDER BY deadline LIMIT p_limit));
 END $$;
 
 -- finish ends a step: when the lock is free and has a live head, it wakes
@@ -65,10 +65,10 @@ END $$;
 -- and long-dead waiters. It skips the rows a step has locked.
 CREATE OR REPLACE FUNCTION {{s}}.sweep(now_ts timestamptz, p_idle interval, p_limit int)
 RETURNS void LANGUAGE sql AS $$
-  DELETE FROM {{s}}.ids WHERE id IN (SELECT id FROM {{s}}.ids WHERE expiry < now_ts - p_idle
-    AND fence < {{s}}.us(now_ts - 'epoch') LIMIT p_limit FOR UPDATE SKIP LOCKED);
-  DELETE FROM {{s}}.waiters WHERE (id, ticket) IN (SELECT id, ticket FROM {{s}}.waiters
-    WHERE deadline < now_ts - p_idle LIMIT p_limit FOR UPDATE SKIP LOCKED);
+  DELETE FROM {{s}}.ids WHERE ctid = ANY (ARRAY(SELECT ctid FROM {{s}}.ids WHERE expiry < now_ts - p_idle
+    AND fence < {{s}}.us(now_ts - 'epoch') LIMIT p_limit FOR UPDATE SKIP LOCKED));
+  DELETE FROM {{s}}.waiters WHERE ctid = ANY (ARRAY(SELECT ctid FROM {{s}}.waiters
+    WHERE deadline < now_ts - p_idle LIMIT p_limit FOR UPDATE SKIP LOCKED));
 $$;
 
 -- acquire: the fair try-acquire with optional enqueue (checklist 1, 2, 7).
