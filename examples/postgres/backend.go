@@ -222,11 +222,12 @@ func (b *Backend) LeaveBatch(ctx context.Context, waiters []backend.Waiter) erro
 
 // Heartbeat refreshes the deadlines of the listed waiters that are still
 // queued, one step per waiter, all in one round trip, and wakes the head of
-// every listed id whose lock is free.
+// every listed id whose lock is free, once.
 func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterTTL time.Duration) ([]backend.HeartbeatResult, error) {
-	args := make([][]any, len(waiters))
-	for i, w := range waiters {
-		args[i] = []any{[]byte(w.ID), []byte(w.Token), us(waiterTTL), b.o.PurgeLimit}
+	args, woken := make([][]any, len(waiters)), map[string]bool{}
+	for i, w := range waiters { // wake each id's head at most once
+		args[i] = []any{[]byte(w.ID), []byte(w.Token), us(waiterTTL), b.o.PurgeLimit, !woken[w.ID]}
+		woken[w.ID] = true
 	}
 	out := make([]backend.HeartbeatResult, len(waiters))
 	err := b.each(ctx, "heartbeat", args, func(i int, row pgx.Row) error {

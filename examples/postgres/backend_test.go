@@ -187,11 +187,7 @@ func TestWakeAllAfterReconnect(t *testing.T) {
 	b := backendOn(t, h)
 	w := subscribe(t, b, "id")
 	other := subscribe(t, b, "other")
-	_, err := h.admin.Exec(ctxT(t), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE query = 'LISTEN locktest_reconnect'`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h.DropNotifier(t, b)
 	w.await(t, "after the connection was cut", func(wk backend.Wake) bool { return wk.All && wk.ID == "id" })
 	other.await(t, "after the connection was cut", func(wk backend.Wake) bool { return wk.All && wk.ID == "other" })
 	acquire(t, b, "id", "holder", false)

@@ -20,6 +20,8 @@ type harness struct {
 var (
 	_ conformance.Expirer      = (*harness)(nil)
 	_ conformance.StateChecker = (*harness)(nil)
+	// Also ForgetIdle and DropNotifier: the strengthened suite's Forgetter
+	// and NotifierDropper.
 )
 
 // newSchema returns a harness on a new schema, dropped at the end of t.
@@ -61,6 +63,30 @@ func (h *harness) ExpireNow(t *testing.T, id string) {
 	}
 }
 
+// ForgetIdle deletes what the sweep deletes once id has been idle for
+// CounterIdle: its counter row (when its fence is behind the clock, as the
+// sweep requires) and its waiter rows.
+func (h *harness) ForgetIdle(t *testing.T, id string) {
+	_, err := h.admin.Exec(context.Background(), fmt.Sprintf(`
+		WITH w AS (DELETE FROM %[1]s.waiters WHERE id = $1)
+		DELETE FROM %[1]s.ids WHERE id = $1 AND fence < %[1]s.us(clock_timestamp() - 'epoch')`, h.opts.Schema), []byte(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// DropNotifier ends b's listening connection from the server's side.
+func (h *harness) DropNotifier(t *testing.T, b backend.Backend) {
+	pb, ok := b.(*Backend)
+	if !ok {
+		t.Fatalf("DropNotifier: %T is not a backend of this harness", b)
+	}
+	err := h.admin.QueryRow(context.Background(), "SELECT pg_terminate_backend($1)", int32(pb.l.pid.Load())).Scan(&ok)
+	if err != nil || !ok {
+		t.Fatalf("DropNotifier: terminating the listening connection (pid %d): %v, %v", pb.l.pid.Load(), ok, err)
+	}
+}
+
 // StateLeft lists id's live lease and every queue row of id. The ids row
 // stays (it holds the documented counters) and is not reported; an expired
 // lease in it is free to every step, as an expired Redis key is gone.
@@ -91,7 +117,9 @@ func (h *harness) StateLeft(t *testing.T, id string) []string {
 func TestConformance(t *testing.T) {
 	needDB(t)
 	newSchema(t, "locktest_conformance", Options{}) // created once, dropped at the end
+	// Small limits, so that the suite can fill a queue and overrun a purge.
+	opts := Options{Schema: "locktest_conformance", MaxWaiters: 64, PurgeLimit: 8}
 	conformance.Run(t, func(t *testing.T) conformance.Harness {
-		return &harness{opts: Options{Schema: "locktest_conformance"}, admin: newPool(t)}
+		return &harness{opts: opts, admin: newPool(t)}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,6 +23,7 @@ type listener struct {
 	channel string
 	stop    context.CancelFunc
 	done    chan struct{} // closed when run returns
+	pid     atomic.Uint32 // the listening connection's server process
 
 	mu   sync.Mutex
 	subs map[string]map[*func(backend.Wake)]struct{}
@@ -42,6 +44,7 @@ func (l *listener) run(ctx context.Context) {
 	for reconnect := false; ; backoff = min(2*backoff, 2*time.Second) {
 		if conn, err := pgx.ConnectConfig(ctx, l.cfg); err == nil {
 			if _, err = conn.Exec(ctx, "LISTEN "+l.channel); err == nil {
+				l.pid.Store(conn.PgConn().PID())
 				l.listening(reconnect)
 				reconnect, backoff = true, 50*time.Millisecond
 				for err == nil {

@@ -174,10 +174,10 @@ BEGIN
 END $$;
 
 -- heartbeat: refresh a live entry (never re-adding one), wake the head if
--- the lock is free, and report whether the entry is queued and is the head
+-- the lock is free (with p_wake), and report whether the entry is queued and is the head
 -- of a free lock (checklist 6, 7).
 CREATE OR REPLACE FUNCTION {{s}}.heartbeat(p_id bytea, p_token bytea, p_wttl bigint, p_limit int,
-  OUT o_queued bool, OUT o_ready bool)
+  p_wake bool, OUT o_queued bool, OUT o_ready bool)
 LANGUAGE plpgsql AS $$
 DECLARE
   o record := {{s}}.open(p_id, p_limit);
@@ -187,6 +187,6 @@ BEGIN
   UPDATE {{s}}.waiters SET deadline = o.now_ts + p_wttl * interval '1 microsecond'
     WHERE id = p_id AND token = p_token;
   o_queued := FOUND;
-  h := {{s}}.finish(p_id, o.now_ts, o.held, o.head_before, true);
+  h := {{s}}.finish(p_id, o.now_ts, o.held, o.head_before, p_wake);
   o_ready := o_queued AND coalesce(h = p_token, false);
 END $$;
