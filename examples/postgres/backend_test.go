@@ -270,6 +270,15 @@ func TestStepContracts(t *testing.T) {
 	if left := h.StateLeft(t, "id"); len(left) > 0 {
 		t.Errorf("after the expiry: %v, want nothing (Extend must not revive)", left)
 	}
+	if res, err := b.AcquireBatch(ctxT(t), nil); err != nil || len(res) != 0 {
+		t.Errorf("AcquireBatch of nothing: %v, %v", res, err)
+	}
+	if res, err := b.Heartbeat(ctxT(t), nil, time.Minute); err != nil || len(res) != 0 {
+		t.Errorf("Heartbeat of nothing: %v, %v", res, err)
+	}
+	if err := b.LeaveBatch(ctxT(t), nil); err != nil {
+		t.Errorf("LeaveBatch of nothing: %v", err)
+	}
 }
 
 // Bad options fail before any I/O; concurrent New calls on a new schema
