@@ -139,6 +139,7 @@ func startServer() (string, func(), error) {
 	data, logFile := filepath.Join(dir, "data"), filepath.Join(dir, "server.log")
 	run := func(name string, args ...string) error {
 		cmd := exec.Command(filepath.Join(bin, name), args...)
+		cmd.Dir = dir // readable by the server's user, unlike perhaps ours
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%s: %v\n%s", name, err, out)
@@ -165,7 +166,7 @@ func startServer() (string, func(), error) {
 	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+dir,
 		"-c", "max_connections=300", "-c", "fsync=off", "-c", "synchronous_commit=off")
-	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Stdout, cmd.Stderr, cmd.Dir = logf, logf, dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
