@@ -162,16 +162,35 @@ type ID struct {
 	Channel   string // pub/sub channel of wake-ups; payload: the head's token
 }
 
-// For returns the key names of id.
+// For returns the key names of id. The five names share one allocation:
+// every step builds them.
 func (k Keyspace) For(id string) ID {
-	base := k.Base(id)
-	return ID{
-		Lock:      base + SuffixLock,
-		Queue:     base + SuffixQueue,
-		Deadlines: base + SuffixDeadlines,
-		Counters:  base + SuffixCounters,
-		Channel:   base + SuffixChannel,
+	enc := Encode(id)
+	suffixes := [...]string{SuffixLock, SuffixQueue, SuffixDeadlines, SuffixCounters, SuffixChannel}
+	n := 0
+	for _, s := range suffixes {
+		n += len(k.prefix) + len(enc) + 3 + len(s)
 	}
+	var b strings.Builder
+	b.Grow(n)
+	var end [len(suffixes)]int
+	for i, s := range suffixes {
+		b.WriteString(k.prefix)
+		b.WriteByte('{')
+		b.WriteString(enc)
+		b.WriteString("}:")
+		b.WriteString(s)
+		end[i] = b.Len()
+	}
+	all := b.String()
+	name := func(i int) string {
+		start := 0
+		if i > 0 {
+			start = end[i-1]
+		}
+		return all[start:end[i]]
+	}
+	return ID{Lock: name(0), Queue: name(1), Deadlines: name(2), Counters: name(3), Channel: name(4)}
 }
 
 // Base returns the part that every key of id starts with:

@@ -44,6 +44,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -151,7 +152,7 @@ func Millis(d time.Duration) string {
 	if d%time.Millisecond > 0 {
 		ms++
 	}
-	return fmt.Sprint(int64(ms))
+	return strconv.FormatInt(int64(ms), 10)
 }
 
 // AcquireCall returns the KEYS and ARGV of acquire.
@@ -161,12 +162,12 @@ func AcquireCall(k keys.ID, req backend.AcquireRequest, maxWaiters, purgeLimit i
 		wait, wttl = "1", Millis(req.WaiterTTL)
 	}
 	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters},
-		[]string{req.Token, Millis(req.TTL), wait, wttl, fmt.Sprint(maxWaiters), fmt.Sprint(purgeLimit), k.Channel, string(pub)}
+		[]string{req.Token, Millis(req.TTL), wait, wttl, strconv.Itoa(maxWaiters), strconv.Itoa(purgeLimit), k.Channel, string(pub)}
 }
 
 // ReleaseCall returns the KEYS and ARGV of release.
 func ReleaseCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, fmt.Sprint(purgeLimit), k.Channel, string(pub)}
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, strconv.Itoa(purgeLimit), k.Channel, string(pub)}
 }
 
 // ExtendCall returns the KEYS and ARGV of extend.
@@ -176,14 +177,14 @@ func ExtendCall(k keys.ID, token string, ttl time.Duration) (keys, args []string
 
 // LeaveCall returns the KEYS and ARGV of leave.
 func LeaveCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, fmt.Sprint(purgeLimit), k.Channel, string(pub)}
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, strconv.Itoa(purgeLimit), k.Channel, string(pub)}
 }
 
 // HeartbeatCall returns the KEYS and ARGV of heartbeat for tokens of one
 // id (at most MaxHeartbeatBatch).
 func HeartbeatCall(k keys.ID, tokens []string, waiterTTL time.Duration, purgeLimit int, pub Publish) (keys, args []string) {
 	args = make([]string, 0, 4+len(tokens))
-	args = append(args, Millis(waiterTTL), fmt.Sprint(purgeLimit), k.Channel, string(pub))
+	args = append(args, Millis(waiterTTL), strconv.Itoa(purgeLimit), k.Channel, string(pub))
 	args = append(args, tokens...)
 	return []string{k.Lock, k.Queue, k.Deadlines}, args
 }
