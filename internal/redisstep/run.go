@@ -16,7 +16,9 @@ import (
 func (s *Steps) run(ctx context.Context, c Call) (Reply, error) {
 	r, err := s.runOnce(ctx, c)
 	if err != nil && s.resend(ctx, err) {
+		first := err
 		r, err = s.runOnce(ctx, c)
+		err = resent(first, err)
 	}
 	return r, err
 }
@@ -46,7 +48,9 @@ func (s *Steps) runOnce(ctx context.Context, c Call) (Reply, error) {
 func (s *Steps) runAll(ctx context.Context, calls []Call) ([]Reply, error) {
 	res, err := s.runAllOnce(ctx, calls)
 	if err != nil && s.resend(ctx, err) {
+		first := err
 		res, err = s.runAllOnce(ctx, calls)
+		err = resent(first, err)
 	}
 	return res, err
 }
@@ -165,6 +169,16 @@ func tryAgain(ctx context.Context, again func() bool, resend func()) {
 func (s *Steps) resend(ctx context.Context, err error) bool {
 	return s.hooks.ResendBroken && ctx.Err() == nil &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// resent returns the error of a resent step whose first try failed with
+// first: a resend that never reached the store leaves the outcome of the
+// first try, which may have, unknown.
+func resent(first, err error) error {
+	if backend.Unsent(err) && !backend.Unsent(first) {
+		return backend.WithKind(backend.KindUnknown, err)
+	}
+	return err
 }
 
 // failure returns a failed round trip's error, marked with its
