@@ -41,33 +41,29 @@ type Options struct {
 	PurgeLimit int
 	// ShardedPubSub sends wake-ups with SPUBLISH and listens with
 	// SSUBSCRIBE (sharded pub/sub, Redis 7.0 or newer) instead of PUBLISH
-	// and SUBSCRIBE. On Redis Cluster a PUBLISH is forwarded to every node
-	// of the cluster; an SPUBLISH stays on the master that serves the id's
-	// slot, and the Backend listens there: one pub/sub connection per
-	// master that serves an id it waits on, moved when the slot moves. On
-	// one server it changes nothing but the commands. Every process that
-	// locks the same ids must use the same setting: a SUBSCRIBE does not
-	// hear an SPUBLISH (waiters would then learn of releases only from
-	// their heartbeats, within a third of their WaiterTimeout). With a
-	// server older than 7.0 every step fails with a LOCKBADARG error
-	// reply, and nothing is written. Default: false.
+	// and SUBSCRIBE. On Redis Cluster a PUBLISH is forwarded to every node;
+	// an SPUBLISH stays on the master that serves the id's slot. The
+	// Backend listens there: one pub/sub connection per master that serves
+	// an id it waits on, moved when the slot moves. On one server only the
+	// commands change. Every process that locks the same ids must use the
+	// same setting: a SUBSCRIBE does not hear an SPUBLISH, and waiters
+	// would learn of releases only from their heartbeats. With a server
+	// older than 7.0 every step fails with a LOCKBADARG error reply, and
+	// nothing is written. Default: false.
 	ShardedPubSub bool
 	// WaitReplicas, when above zero, makes every grant and every Extend
-	// wait until that many replicas of the master have acknowledged it:
-	// the step is followed, on the same connection and in the same round
+	// wait until that many replicas of the master have acknowledged it.
+	// The step is followed, on the same connection and in the same round
 	// trip, by WAIT WaitReplicas WaitTimeout (on Cluster, one WAIT per
 	// master in a batch). A grant that fewer replicas acknowledged within
 	// WaitTimeout is released again and fails with ErrNotReplicated (in
-	// AcquireBatch, that request's BatchGrant.Err); an Extend fails with
-	// ErrNotReplicated and leaves the lease's earlier, confirmed, expiry
-	// as the one to trust. It narrows the failover risk (a replica promoted
-	// without a grant it never received hands the lock out again) to
-	// grants no replica had received when they were confirmed; it does not
-	// close it: WAIT does not make Redis strongly consistent (see the
-	// package doc). Every Acquire then waits for the replicas, granted or
-	// not (up to WaitTimeout while they lag or are gone). It needs a
-	// *redis.Client (one server, or a failover client) or a
-	// *redis.ClusterClient. Default: 0 (no WAIT).
+	// AcquireBatch, that request's BatchGrant.Err). An Extend fails with
+	// ErrNotReplicated and leaves the earlier, confirmed, expiry as the one
+	// to trust. It narrows the failover risk to grants no replica had when
+	// they were confirmed; it does not close it (see the package doc).
+	// Every Acquire then waits for the replicas, granted or not, up to
+	// WaitTimeout while they lag. It needs a *redis.Client (one server, or
+	// a failover client) or a *redis.ClusterClient. Default: 0 (no WAIT).
 	WaitReplicas int
 	// WaitTimeout bounds each WAIT of WaitReplicas. Default:
 	// DefaultWaitTimeout (100 ms).

@@ -21,7 +21,9 @@
 //	lock    string  the holder's token                         the lease (SET PX / PEXPIRE, relative)
 //	q       zset    waiter token -> ticket (queue order)       >= 3 x the longest WaiterTTL, set by enqueue and heartbeat
 //	dl      zset    waiter token -> deadline (ms, server TIME)  same as q
-//	n       hash    counters "fence" and "ticket"              none: the documented counters
+//	n       hash    "fence", "ticket"; "rel": the last          none: the documented counters
+//	                release's token (a resent release is
+//	                answered as the first one was)
 //	wake    -       pub/sub channel; payload: the head's token  -
 //
 // The counters hash is the one key an id keeps for good: fences and tickets

@@ -16,6 +16,14 @@ import (
 	"github.com/redislocker/lock/internal/redisstep"
 )
 
+// The defaults of Options, those of redisbackend.
+const (
+	DefaultPrefix      = keys.DefaultPrefix
+	DefaultMaxWaiters  = redisstep.DefaultMaxWaiters
+	DefaultPurgeLimit  = redisstep.DefaultPurgeLimit
+	DefaultWaitTimeout = redisstep.DefaultWaitTimeout
+)
+
 // Options configures a Backend. The zero value means the defaults, except
 // that New needs ClientOption.InitAddress.
 type Options struct {
@@ -37,60 +45,39 @@ type Options struct {
 	// from that option, unchanged in the fields listed above. Default:
 	// rueidis.NewClient.
 	ClientBuilder func(rueidis.ClientOption) (rueidis.Client, error)
-	// Prefix starts every key and channel name. It must not contain '{' or
-	// '}'. Default: "lock:".
+	// Prefix, MaxWaiters, PurgeLimit, ShardedPubSub, WaitReplicas and
+	// WaitTimeout mean what they mean in redisbackend.Options, whose docs
+	// say it in full; only what differs with rueidis is said here.
+
+	// Prefix starts every key and channel name; no '{' or '}'. Default:
+	// "lock:".
 	Prefix string
-	// MaxWaiters caps the waiters queued per id (H3); an enqueue beyond it
-	// fails with backend.ErrQueueFull. Default: 10000.
+	// MaxWaiters caps the waiters queued per id (backend.ErrQueueFull
+	// beyond it). Default: 10000.
 	MaxWaiters int
-	// PurgeLimit caps the expired waiters one step removes (H3); every
-	// expired waiter is still removed, over as many steps as it takes.
-	// Default: 100. At most 100000.
+	// PurgeLimit caps the expired waiters one step removes. Default: 100.
+	// At most 100000.
 	PurgeLimit int
-	// ShardedPubSub makes the scripts send wake-ups with SPUBLISH instead
-	// of PUBLISH (sharded pub/sub, Redis 7.0 or newer), and a Backend in
-	// PubSub mode listen with SSUBSCRIBE. On Redis Cluster a PUBLISH is
-	// forwarded to every node of the cluster; an SPUBLISH stays on the
-	// master that serves the id's slot, where rueidis subscribes (on its
-	// connection to that node; one goroutine per id waited on). In
-	// Tracking mode only the command the scripts send changes (for the
-	// processes that listen by pub/sub). Every process that locks the same
-	// ids must use the same setting: a SUBSCRIBE does not hear an SPUBLISH
-	// (waiters would then learn of releases only from their heartbeats).
-	// With a server older than 7.0 every step fails with a LOCKBADARG
-	// error reply, and nothing is written. Default: false.
+	// ShardedPubSub makes the scripts send wake-ups with SPUBLISH (Redis
+	// 7.0 or newer), and a Backend in PubSub mode listen with SSUBSCRIBE on
+	// the id's master (through rueidis's connection to that node; one
+	// goroutine per id waited on). In Tracking mode only the command the
+	// scripts send changes, for the processes that listen by pub/sub.
+	// Every process that locks the same ids must use the same setting.
+	// Default: false.
 	ShardedPubSub bool
-	// WaitReplicas, when above zero, makes every grant and every Extend
-	// wait until that many replicas of the master have acknowledged it:
-	// the step is followed, on the same connection and in the same round
-	// trip (one DoMulti), by WAIT WaitReplicas WaitTimeout (on Cluster,
-	// one WAIT per master in a batch, sent through rueidis's connection to
-	// that master). A grant that fewer replicas acknowledged within
-	// WaitTimeout is released again and fails with ErrNotReplicated (in
-	// AcquireBatch, that request's BatchGrant.Err); an Extend fails with
-	// ErrNotReplicated and leaves the lease's earlier, confirmed, expiry
-	// as the one to trust. It narrows the failover risk (a replica promoted
-	// without a grant it never received hands the lock out again) to
-	// grants no replica had received when they were confirmed; it does not
-	// close it: WAIT does not make Redis strongly consistent (see the
-	// package doc). Every Acquire then waits for the replicas, granted or
-	// not, and the WAIT holds the connection it runs on (rueidis pipelines
-	// every command of a node on one connection) for up to WaitTimeout
-	// while the replicas lag or are gone: keep WaitTimeout short.
-	// Default: 0 (no WAIT).
+	// WaitReplicas, when above zero, follows every grant and every Extend
+	// by WAIT WaitReplicas WaitTimeout in the same DoMulti (on Cluster, one
+	// per master, through rueidis's connection to it). A grant too few
+	// replicas acknowledged is released and fails with ErrNotReplicated.
+	// The WAIT holds the connection it runs on (rueidis pipelines every
+	// command of a node on one connection) while replicas lag: keep
+	// WaitTimeout short. Default: 0 (no WAIT).
 	WaitReplicas int
 	// WaitTimeout bounds each WAIT of WaitReplicas. Default:
 	// DefaultWaitTimeout (100 ms).
 	WaitTimeout time.Duration
 }
-
-// Defaults of Options.
-const (
-	DefaultPrefix      = keys.DefaultPrefix
-	DefaultMaxWaiters  = redisstep.DefaultMaxWaiters
-	DefaultPurgeLimit  = redisstep.DefaultPurgeLimit
-	DefaultWaitTimeout = redisstep.DefaultWaitTimeout
-)
 
 // ErrNotReplicated is backend.ErrNotReplicated (also lock.ErrNotReplicated),
 // as in redisbackend: the error of a grant or an extension that too few

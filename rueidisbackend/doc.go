@@ -81,12 +81,14 @@
 //
 // # Keys
 //
-// As redisbackend: every key of an id shares one hash tag, so each step is
-// one script on one slot (Cluster works). "<prefix>{<enc(id)>}:<suffix>":
-// lock (the holder's token; TTL = the lease, relative PX), q and dl (the
-// queue and its deadlines; at least 3 x the longest WaiterTimeout), n (the
-// fence and ticket counters: the one key that stays), wake (the pub/sub
-// channel). The prefix, by default "lock:", may not contain '{' or '}'.
+// As redisbackend (its package doc has the table): every key of an id
+// shares one hash tag, so each step is one script on one slot (Cluster
+// works). "<prefix>{<enc(id)>}:<suffix>": lock (the holder's token; TTL =
+// the lease, relative PX), q and dl (the queue and its deadlines; at least
+// 3 x the longest WaiterTimeout), n (the counters "fence" and "ticket",
+// and "rel", the last release's token: the one key that stays), wake (the
+// pub/sub channel). The prefix, by default "lock:", may not contain '{' or
+// '}'.
 //
 // # Steps and their cost
 //
@@ -109,39 +111,17 @@
 //
 // rueidis never resends a write, and a connection that broke while idle is
 // often noticed only by the next command on it. So a step that failed on
-// a broken connection is sent once more: every step but Release is
-// idempotent by token. A resent Release that finds the lock not held
-// returns the first failure (the outcome is unknown: the first one may have
-// released it), never ErrNotHeld.
+// a broken connection is sent once more. Every step is idempotent by
+// token; a resent Release is answered as the first one was, through the
+// counters' "rel" field.
 //
-// # What Redis can and cannot promise
+// # What Redis can and cannot promise; replicas and failover
 //
-// One Redis server without persistence loses every lock, queue and fence
-// counter on restart; with asynchronous replicas a failover can grant a lock
-// twice and move fences backwards. Fences and tickets are exact up to 2^53.
-//
-// # Replicas, Sentinel and failover
-//
-// Replication is asynchronous: a master answers a grant before any replica
-// has it. When the master dies and Sentinel or Redis Cluster promotes a
-// replica that never received the grant, the new master hands the lock to
-// someone else while the first holder still holds it, and the fence
-// counter's last increments are lost with it, so a fence can repeat
-// (package clustertest shows both, with a replication link cut on purpose).
-//
-// Options.WaitReplicas narrows this: every grant and every Extend is
-// followed, on the connection that ran it, by WAIT n timeout, and a grant
-// that fewer than n replicas acknowledged in time is released again and
-// fails with ErrNotReplicated (an Extend fails and leaves the earlier,
-// confirmed, expiry standing). A confirmed grant survives the failover of
-// its master to a replica that acknowledged it. It is not consensus: with
-// more replicas than n, a failover may promote one that did not
-// acknowledge; a replica that restarts without persistence forgets what it
-// acknowledged; the promoted replica measures the rest of each lease by its
-// own clock. It costs the replicas' round trip on every Acquire (granted or
-// not) and Extend, and up to the timeout while replicas lag or are gone.
-// Where two holders at once would be a disaster, check the fence at the
-// resource as well.
+// As in redisbackend, whose package doc says it in full: one server
+// without persistence loses every lock and fence counter on restart; a
+// failover to an asynchronous replica can grant a lock twice and move
+// fences backwards. Options.WaitReplicas narrows that risk (WAIT after every
+// grant and Extend), without making Redis strongly consistent.
 //
 // With Sentinel, give New the Sentinels' addresses and
 // ClientOption.Sentinel.MasterSet; package clustertest runs a hand-off and

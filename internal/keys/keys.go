@@ -35,7 +35,9 @@ const (
 	// tokens scored by deadline (milliseconds of the server's clock).
 	SuffixDeadlines = "dl"
 	// SuffixCounters names the counters: a hash with the fields "fence"
-	// and "ticket". It is the only key of an id without a TTL.
+	// and "ticket", and "rel", the token of the last release (so that a
+	// resent release is answered as the first one was). It is the only key
+	// of an id without a TTL.
 	SuffixCounters = "n"
 	// SuffixChannel names the pub/sub channel that carries wake-ups.
 	SuffixChannel = "wake"
@@ -158,7 +160,7 @@ type ID struct {
 	Lock      string // string: owner token, TTL = the lease
 	Queue     string // zset: waiter token -> ticket
 	Deadlines string // zset: waiter token -> deadline in ms of the server's clock
-	Counters  string // hash: "fence", "ticket"; never expires
+	Counters  string // hash: "fence", "ticket", "rel" (last release's token); never expires
 	Channel   string // pub/sub channel of wake-ups; payload: the head's token
 }
 

@@ -1,6 +1,6 @@
 // Package scripts holds the Lua scripts of the Redis backends, one set
-// shared by every Redis adapter (go-redis now, rueidis later), and the
-// layout of their KEYS, ARGV and replies.
+// shared by both Redis adapters (go-redis and rueidis), and the layout of
+// their KEYS, ARGV and replies.
 //
 // Each script is the file lua/<name>.lua prefixed by lua/lib.lua (shared
 // helpers); [Script.Source] is the full text that is sent to the server and
@@ -22,7 +22,9 @@
 //     lock key in the same step, and again after a grant's write, for
 //     client-side-caching adapters (a NOLOOP tracking client stops tracking
 //     a key it writes until it reads it again).
-//   - release: compare-and-delete, purge, wake the head.
+//   - release: compare-and-delete, purge, wake the head. It records the
+//     token in the counters' "rel" field, so that the same release sent
+//     again (its reply was lost) is answered as the first one was.
 //   - extend: compare-and-PEXPIRE, then reads the key again (as acquire);
 //     never re-creates an expired lock.
 //   - leave: remove the token's entry, release the lock if the token holds
