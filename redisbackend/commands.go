@@ -70,11 +70,12 @@ func anys(ss []string) []any {
 // Kind classifies a go-redis error.
 //
 // A failed dial, a closed client and a pool timeout are unsent: go-redis
-// had no connection to write on. go-redis resends a command after a broken
-// connection (redis.Options.MaxRetries, default 3), so a dial failure of
-// such a resend hides the first attempt, which may have reached a server
-// that died. The core then skips a cleanup that could not reach the dead
-// server either; what the first attempt did expires with its TTLs.
+// had no connection to write on. But go-redis resends a command after a
+// broken connection (redis.Options.MaxRetries, default 3). A dial failure
+// of such a resend hides the first attempt, which may have reached a
+// server that then died. The core then skips a cleanup that could not
+// reach the dead server either; what the first attempt did expires with
+// its TTLs.
 func (commands) Kind(err error) redisstep.Kind {
 	if err == nil {
 		return redisstep.KindOK

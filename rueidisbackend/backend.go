@@ -29,11 +29,12 @@ const (
 type Options struct {
 	// ClientOption is what New builds the Backend's own rueidis client
 	// from: addresses, credentials, TLS, Sentinel, timeouts. New overrides
-	// the fields that client-side caching depends on (see the package doc):
-	// OnInvalidations (yours, if set, is still called after the Backend's),
-	// ClientTrackingOptions (["NOLOOP"]), PipelineMultiplex (-1: one
-	// connection per node), DisableAutoPipelining and AlwaysRESP2 (false)
-	// and BlockingPipeline (no limit, so batches stay on that connection).
+	// the fields that client-side caching depends on (see the package doc).
+	// They are OnInvalidations (yours, if set, is still called after the
+	// Backend's), ClientTrackingOptions (["NOLOOP"]), PipelineMultiplex (-1:
+	// one connection per node), DisableAutoPipelining and AlwaysRESP2
+	// (false), and BlockingPipeline (no limit: batches stay on that
+	// connection).
 	// Set ClientOption.DisableCache to use pub/sub wake-ups instead.
 	// ReplicaOnly and SendToReplicas are rejected: every step writes.
 	// NewWithClient takes a client instead and rejects a non-zero
@@ -269,7 +270,7 @@ func (b *Backend) listen() {
 
 // NewWithClient returns a Backend on a client the caller built and keeps:
 // Close does not close it. A rueidis client attaches its invalidation
-// callback when it is built, so this Backend cannot use tracking: its
+// callback when it is built, so this Backend cannot use tracking. Its
 // wake-ups come from pub/sub, on one connection it takes from the client's
 // dedicated pool for its lifetime. opts.ClientOption and
 // opts.ClientBuilder must be zero; nil opts means the defaults.

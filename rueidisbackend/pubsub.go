@@ -20,8 +20,8 @@ import (
 // SUBSCRIBE and UNSUBSCRIBE, one at a time, each waiting for the server's
 // confirmation. So the order on the wire is the order of the decisions,
 // and a channel's confirmation always belongs to the entry that is in the
-// map: an entry leaves the map only in the supervisor, after its SUBSCRIBE
-// was confirmed (or failed), and a new entry for the same channel is
+// map. An entry leaves the map only in the supervisor, after its SUBSCRIBE
+// was confirmed (or failed). A new entry for the same channel is
 // subscribed after the old one's UNSUBSCRIBE.
 //
 // Reconnects: when the connection breaks (rueidis pings an idle one), the

@@ -13,11 +13,11 @@ import (
 	"github.com/redislocker/lock/internal/redisstep"
 )
 
-// replicas is what the WAIT option needs of a rueidis client: who serves
-// which slot (rueidis routes by slot but does not say where to), and the
-// client's own connection to that node (the tracking connection in
-// Tracking mode), for a WAIT must go to the connection that ran the steps
-// it confirms.
+// replicas is what the WAIT option needs of a rueidis client. A WAIT must
+// go to the connection that ran the steps it confirms. So it needs who
+// serves which slot (rueidis routes by slot but does not say where to),
+// and the client's own connection to that node (the tracking connection in
+// Tracking mode).
 type replicas struct {
 	client rueidis.Client
 

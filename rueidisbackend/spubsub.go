@@ -12,20 +12,21 @@ import (
 )
 
 // spubsub holds a Backend's sharded subscriptions (PubSub mode with
-// Options.ShardedPubSub): each channel is one SSUBSCRIBE sent through
-// client.Receive, which rueidis sends on its connection to the node that
+// Options.ShardedPubSub). Each channel is one SSUBSCRIBE sent through
+// client.Receive. rueidis sends it on its connection to the node that
 // serves the channel's slot (on Redis Cluster; the one server otherwise),
-// following MOVED. rueidis multiplexes every subscription of a node on one
-// connection, so this costs no connection per channel, but one goroutine
-// per subscribed channel (a shard channel cannot share an SSUBSCRIBE with
-// a channel of another slot), reference-counted by the Backend's waiters.
+// following MOVED. It multiplexes every subscription of a node on one
+// connection, so this costs no connection per channel. It costs one
+// goroutine per subscribed channel (a shard channel cannot share an
+// SSUBSCRIBE with a channel of another slot), reference-counted by the
+// Backend's waiters.
 //
 // A Receive ends when its connection breaks, and when the node stops
 // serving the slot (a slot migration or failover: the node sends
-// "sunsubscribe"); the goroutine then subscribes again, at once after a
-// slot move and with a growing delay after a failure, and every
-// confirmation after the first one becomes Wake{ID, All: true}: messages
-// may have been lost meanwhile. Subscribe returns after the first
+// "sunsubscribe"). The goroutine then subscribes again: at once after a
+// slot move, with a growing delay after a failure. Every confirmation
+// after the first one becomes Wake{ID, All: true}: messages may have been
+// lost meanwhile. Subscribe returns after the first
 // confirmation. The goroutine of a channel nobody waits on sends
 // SUNSUBSCRIBE and ends; a new subscription of the same channel waits for
 // that, so that the old SUNSUBSCRIBE never undoes the new SSUBSCRIBE.

@@ -45,10 +45,10 @@ type Replicas interface {
 	// TRYAGAIN or CLUSTERDOWN).
 	Reload(ctx context.Context)
 	// EvalWait sends calls to the node at addr (redirects not followed) in
-	// one round trip, each after ASKING when asking, followed by WAIT
-	// replicas timeout on the same connection. acks is WAIT's reply (0
-	// when it failed, or when the node is unknown and the calls went
-	// through the client's routing instead).
+	// one round trip, each after ASKING when asking. WAIT replicas timeout
+	// follows on the same connection; acks is its reply. acks is 0 when
+	// WAIT failed, or when the node is unknown and the calls went through
+	// the client's routing instead.
 	EvalWait(ctx context.Context, addr string, asking bool, calls []Call, eval bool, replicas int, timeout time.Duration) (r []Reply, acks int64)
 }
 

@@ -9,9 +9,9 @@ import (
 	"github.com/redislocker/lock/backend"
 )
 
-// runReplicated runs calls, each followed, on the connection that ran it
-// and in the same round trip, by WAIT WaitReplicas WaitTimeout: one round
-// trip per master, in parallel. acks[i] is the WAIT reply of the round
+// runReplicated runs calls, each followed by WAIT WaitReplicas WaitTimeout
+// on the connection that ran it, in the same round trip. It makes one
+// round trip per master, in parallel. acks[i] is the WAIT reply of the round
 // trip that ran call i. The calls a cluster refused (MOVED, TRYAGAIN,
 // CLUSTERDOWN) are sent again after Replicas.Reload, and an ASK to its
 // target after ASKING, as tryAgain says.

@@ -39,10 +39,10 @@ func (s *Steps) runOnce(ctx context.Context, c Call) (Reply, error) {
 	return r, nil
 }
 
-// runAll sends calls in one round trip of EVALSHAs and resends the ones the
-// server did not know as EVALs in a second one (a NOSCRIPT reply means the
-// call did not run), and the ones the cluster refused for now as tryAgain
-// says. The error is a failure of a round trip; the per-call error replies
+// runAll sends calls in one round trip of EVALSHAs. It resends the ones
+// the server did not know as EVALs in a second one (a NOSCRIPT reply means
+// the call did not run), and the ones the cluster refused for now as
+// tryAgain says. The error is a failure of a round trip; the per-call error replies
 // are in the Replies. With Hooks.ResendBroken a failed batch is sent once
 // more.
 func (s *Steps) runAll(ctx context.Context, calls []Call) ([]Reply, error) {

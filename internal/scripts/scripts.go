@@ -37,7 +37,7 @@
 // A wake-up is a message on the id's channel whose payload is the head's
 // token; only the head is named. It is sent with PUBLISH, or with SPUBLISH
 // (sharded pub/sub, Redis 7.0 or newer) when the adapter is told so: every
-// call takes the [Publish] command, and the scripts reject SPUBLISH on a
+// call takes the [Publish] command. The scripts reject SPUBLISH on a
 // server older than 7.0 (LOCKBADARG) before they write anything.
 package scripts
 
