@@ -78,13 +78,9 @@ const (
 	DefaultWaitTimeout = redisstep.DefaultWaitTimeout
 )
 
-// ErrNotReplicated is backend.ErrNotReplicated (also lock.ErrNotReplicated),
-// one sentinel for both Redis adapters. A grant or an extension that fewer
-// replicas than Options.WaitReplicas acknowledged within Options.WaitTimeout
-// returns it, wrapped. A grant is released again before it is returned; an
-// extension leaves the lease as it was (its earlier expiry was confirmed).
-// The core wraps it once more, so errors.Is matches both it and
-// lock.ErrBackend.
+// ErrNotReplicated (backend.ErrNotReplicated, also lock.ErrNotReplicated)
+// is the error, wrapped, of a grant or an extension that too few replicas
+// acknowledged (Options.WaitReplicas). It also matches lock.ErrBackend.
 var ErrNotReplicated = backend.ErrNotReplicated
 
 // steps names the shared step layer's type for embedding: Backend's steps

@@ -54,11 +54,9 @@ type Options struct {
 	// "lock:".
 	Prefix string
 	// MaxWaiters caps the waiters queued per id (backend.ErrQueueFull
-	// beyond it). Default: 10000.
-	MaxWaiters int
-	// PurgeLimit caps the expired waiters one step removes. Default: 100.
-	// At most 100000.
-	PurgeLimit int
+	// beyond it; default 10000). PurgeLimit caps the expired waiters one
+	// step removes (default 100, at most 100000).
+	MaxWaiters, PurgeLimit int
 	// ShardedPubSub makes the scripts send wake-ups with SPUBLISH (Redis
 	// 7.0 or newer), and a Backend in PubSub mode listen with SSUBSCRIBE on
 	// the id's master (through rueidis's connection to that node; one

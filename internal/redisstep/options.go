@@ -18,12 +18,11 @@ const (
 // Options are the options both adapters share; each adapter documents them
 // on its own Options type.
 type Options struct {
-	Prefix        string
-	MaxWaiters    int
-	PurgeLimit    int
-	ShardedPubSub bool
-	WaitReplicas  int
-	WaitTimeout   time.Duration
+	Prefix                 string
+	MaxWaiters, PurgeLimit int
+	ShardedPubSub          bool
+	WaitReplicas           int
+	WaitTimeout            time.Duration
 }
 
 // Config is validated Options with their defaults filled in.

@@ -14,13 +14,7 @@ import (
 // error is a failure of the round trip, classified; an error reply is in
 // the Reply. With Hooks.ResendBroken a failed round trip is sent once more.
 func (s *Steps) run(ctx context.Context, c Call) (Reply, error) {
-	r, err := s.runOnce(ctx, c)
-	if err != nil && s.resend(ctx, err) {
-		first := err
-		r, err = s.runOnce(ctx, c)
-		err = resent(first, err)
-	}
-	return r, err
+	return resendOnce(s, ctx, func() (Reply, error) { return s.runOnce(ctx, c) })
 }
 
 func (s *Steps) runOnce(ctx context.Context, c Call) (Reply, error) {
@@ -46,13 +40,7 @@ func (s *Steps) runOnce(ctx context.Context, c Call) (Reply, error) {
 // are in the Replies. With Hooks.ResendBroken a failed batch is sent once
 // more.
 func (s *Steps) runAll(ctx context.Context, calls []Call) ([]Reply, error) {
-	res, err := s.runAllOnce(ctx, calls)
-	if err != nil && s.resend(ctx, err) {
-		first := err
-		res, err = s.runAllOnce(ctx, calls)
-		err = resent(first, err)
-	}
-	return res, err
+	return resendOnce(s, ctx, func() ([]Reply, error) { return s.runAllOnce(ctx, calls) })
 }
 
 func (s *Steps) runAllOnce(ctx context.Context, calls []Call) ([]Reply, error) {
@@ -164,21 +152,22 @@ func tryAgain(ctx context.Context, again func() bool, resend func()) {
 	}
 }
 
-// resend reports whether a failed round trip is sent once more: with
-// Hooks.ResendBroken, when the failure is the connection's, not ctx's.
-func (s *Steps) resend(ctx context.Context, err error) bool {
-	return s.hooks.ResendBroken && ctx.Err() == nil &&
-		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-}
-
-// resent returns the error of a resent step whose first try failed with
-// first: a resend that never reached the store leaves the outcome of the
-// first try, which may have, unknown.
-func resent(first, err error) error {
-	if backend.Unsent(err) && !backend.Unsent(first) {
-		return backend.WithKind(backend.KindUnknown, err)
+// resendOnce runs send, and once more when its round trip failed on the
+// connection (not ctx) and Hooks.ResendBroken is set. A resend that never
+// reached the store after a first try that may have leaves the outcome
+// unknown.
+func resendOnce[T any](s *Steps, ctx context.Context, send func() (T, error)) (T, error) {
+	v, err := send()
+	if err == nil || !s.hooks.ResendBroken || ctx.Err() != nil ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return v, err
 	}
-	return err
+	first := err
+	v, err = send()
+	if backend.Unsent(err) && !backend.Unsent(first) {
+		err = backend.WithKind(backend.KindUnknown, err)
+	}
+	return v, err
 }
 
 // failure returns a failed round trip's error, marked with its
