@@ -161,13 +161,16 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 			if !l.retryable(ctx, err) {
 				return Result{ID: id, WasInUse: true}, l.abandon(ctx, "acquire", id, o.Token, err)
 			}
-			if r.failed(sent, err) {
+			if r.failed(l.liveSince(w, sent), err) {
 				l.log.Warn("lock: a waiting step failed; retrying with the same token while the queue entry lives",
 					"id", id, "err", err, "for", l.waiterTTL)
 			}
 			holder.Reset(r.wait(l.waiterTTL, l.heartbeat))
 		} else {
 			r = retries{}
+			if g.Queued {
+				l.setRefreshed(w, sent)
+			}
 			if g.Acquired {
 				return Result{Acquired: true, ID: id, WasInUse: inUse, Lease: l.newLease(id, o.Token, sent, ttl, g)}, nil
 			}

@@ -11,24 +11,47 @@ import (
 // it doubles up to the heartbeat interval.
 const retryBackoff = 10 * time.Millisecond
 
-// retries is the state of a queued caller's run of failed steps. Its steps
-// are retried for WaiterTimeout from the first failure, and no longer: no
-// step starts after that, and one in flight then is cut by its context.
+// retries is the state of a queued caller's run of failed steps. They are
+// retried while the queue entry can still be alive: for WaiterTimeout from
+// the last step or heartbeat that found it queued (or from the first
+// failure, when none did). No step starts after that, and one in flight
+// then is cut by its context.
 type retries struct {
-	failing time.Time     // when the run began (the first failed step was sent); zero: no run
+	failing time.Time     // when the entry was last known alive; zero: no run
 	backoff time.Duration // the next wait
 	last    error         // the last step's error
 }
 
-// failed records a failed step sent at sent; it reports whether it began
-// the run.
-func (r *retries) failed(sent time.Time, err error) bool {
+// failed records a failed step; alive is when the entry was last known
+// alive. It reports whether the step began the run.
+func (r *retries) failed(alive time.Time, err error) bool {
 	r.last = err
 	if !r.failing.IsZero() {
 		return false
 	}
-	r.failing, r.backoff = sent, retryBackoff
+	r.failing, r.backoff = alive, retryBackoff
 	return true
+}
+
+// setRefreshed records that a step sent at sent found w queued.
+func (l *Locker) setRefreshed(w *waiter, sent time.Time) {
+	l.mu.Lock()
+	if sent.After(w.refreshed) {
+		w.refreshed = sent
+	}
+	l.mu.Unlock()
+}
+
+// liveSince returns when w's entry was last known alive: the send time of
+// the last step or heartbeat that found it queued, or failed (the send
+// time of a failed step) when none did.
+func (l *Locker) liveSince(w *waiter, failed time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w.refreshed.IsZero() {
+		return failed
+	}
+	return w.refreshed
 }
 
 // over reports whether the run has lasted ttl: the caller gives up.

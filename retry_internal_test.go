@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -133,5 +134,60 @@ func TestQueuedRetriesEndWithinWaiterTimeout(t *testing.T) {
 				t.Fatalf("calls = %v; want %d leave after a last step of kind %v", calls, wantLeave, kind)
 			}
 		})
+	}
+}
+
+// The retries last while the queue entry can still be alive: WaiterTimeout
+// from the last step that found the caller queued, not from the first
+// failure after it.
+func TestQueuedRetriesCountFromLastRefresh(t *testing.T) {
+	const waiterTimeout = 400 * time.Millisecond
+	stepErr := errors.New("the store is gone")
+	var mu sync.Mutex
+	var queuedAt time.Time // when the last successful waiting step began, as the fake saw it
+	var failures int
+	var late []string
+	f := &ctxFake{}
+	f.acquireCtx = func(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
+		if !req.Wait {
+			return backend.Grant{HolderTTL: time.Hour}, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if queuedAt.IsZero() {
+			queuedAt = time.Now()
+			// Queued at the head; the holder's lease ends soon: the caller
+			// steps again then, and that step fails.
+			return backend.Grant{Queued: true, Ticket: 1, Head: true, HolderTTL: waiterTimeout / 4}, nil
+		}
+		failures++
+		if d, ok := ctx.Deadline(); failures > 1 && (!ok || d.After(queuedAt.Add(waiterTimeout))) {
+			late = append(late, fmt.Sprint(ok, " ", d.Sub(queuedAt)))
+		}
+		return backend.Grant{}, backend.WithKind(backend.KindUnknown, stepErr)
+	}
+	l := quietLocker(f, &Options{WaiterTimeout: waiterTimeout})
+	defer l.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Acquire(context.Background(), "x", time.Second)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, stepErr) {
+			t.Fatalf("err = %v; want the failing step's error", err)
+		}
+	case <-time.After(30 * waiterTimeout):
+		t.Fatalf("a queued caller whose steps keep failing did not give up within %v", 30*waiterTimeout)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failures < 2 {
+		t.Fatalf("%d failed steps; want the failed step retried", failures)
+	}
+	if len(late) > 0 {
+		t.Fatalf("%d retries ran past WaiterTimeout (%v) after the last step that found the caller queued (deadline set, deadline after it): %v",
+			len(late), waiterTimeout, late)
 	}
 }
