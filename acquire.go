@@ -47,12 +47,13 @@ type AcquireOptions struct {
 // ErrBackend and the client's error; the call holds nothing afterwards.
 // Once queued, a failed step is retried with the same token (a no-op if it
 // took effect) for up to WaiterTimeout, so a short outage costs no place in
-// the queue. No retry runs past WaiterTimeout after the first failure; the
-// error is returned then. A failed step is followed by a cleanup (Leave by
-// token), except one that never reached the store. Bad
-// input (nil ctx, empty or too long id, ttl <= 0 or below the backend's
-// resolution) returns an *ArgumentError before any I/O. ttl is truncated to
-// the backend's resolution.
+// the queue. No retry runs past WaiterTimeout after the last step or
+// heartbeat that found the caller queued; the error is returned then. A
+// failed step is followed by a cleanup (Leave by token), except one that
+// never reached the store (its queue entry, if any, expires on its own).
+// Bad input (nil ctx, empty or too long id, ttl <= 0 or below the
+// backend's resolution) returns an *ArgumentError before any I/O. ttl is
+// truncated to the backend's resolution.
 func (l *Locker) Acquire(ctx context.Context, id string, ttl time.Duration) (Result, error) {
 	return l.AcquireWith(ctx, id, ttl, nil)
 }
