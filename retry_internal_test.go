@@ -72,6 +72,27 @@ func TestUnsentAcquireManySkipsCleanup(t *testing.T) {
 	}
 }
 
+// failingAcquire runs an Acquire of "x" on a Locker over f and waits for
+// it to fail with stepErr, within a generous multiple of waiterTimeout.
+func failingAcquire(t *testing.T, f backend.Backend, waiterTimeout time.Duration, stepErr error) {
+	t.Helper()
+	l := quietLocker(f, &Options{WaiterTimeout: waiterTimeout})
+	defer l.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Acquire(context.Background(), "x", time.Second)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, stepErr) {
+			t.Fatalf("err = %v; want the failing step's error", err)
+		}
+	case <-time.After(30 * waiterTimeout): // slack for a loaded machine
+		t.Fatalf("a queued caller whose steps keep failing did not give up within %v", 30*waiterTimeout)
+	}
+}
+
 // A queued caller retries its failed steps for WaiterTimeout from the first
 // failure and no longer: every retry runs under a context whose deadline
 // is at most WaiterTimeout after the first failed step began, and the call
@@ -100,22 +121,7 @@ func TestQueuedRetriesEndWithinWaiterTimeout(t *testing.T) {
 				}
 				return backend.Grant{}, backend.WithKind(kind, stepErr)
 			}
-			l := quietLocker(f, &Options{WaiterTimeout: waiterTimeout})
-			defer l.Close()
-			done := make(chan error, 1)
-			go func() {
-				_, err := l.Acquire(context.Background(), "x", time.Second)
-				done <- err
-			}()
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(30 * waiterTimeout): // slack for a loaded machine
-				t.Fatalf("a queued caller whose steps keep failing did not give up within %v", 30*waiterTimeout)
-			}
-			if !errors.Is(err, stepErr) {
-				t.Fatalf("err = %v; want the failing step's error", err)
-			}
+			failingAcquire(t, f, waiterTimeout, stepErr)
 			mu.Lock()
 			defer mu.Unlock()
 			if len(late) > 0 {
@@ -166,21 +172,7 @@ func TestQueuedRetriesCountFromLastRefresh(t *testing.T) {
 		}
 		return backend.Grant{}, backend.WithKind(backend.KindUnknown, stepErr)
 	}
-	l := quietLocker(f, &Options{WaiterTimeout: waiterTimeout})
-	defer l.Close()
-	done := make(chan error, 1)
-	go func() {
-		_, err := l.Acquire(context.Background(), "x", time.Second)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, stepErr) {
-			t.Fatalf("err = %v; want the failing step's error", err)
-		}
-	case <-time.After(30 * waiterTimeout):
-		t.Fatalf("a queued caller whose steps keep failing did not give up within %v", 30*waiterTimeout)
-	}
+	failingAcquire(t, f, waiterTimeout, stepErr)
 	mu.Lock()
 	defer mu.Unlock()
 	if failures < 2 {
