@@ -47,10 +47,13 @@ type AcquireOptions struct {
 // ErrBackend and the client's error; the call holds nothing afterwards.
 // Once queued, a failed step is retried with the same token (a no-op if it
 // took effect) for up to WaiterTimeout, so a short outage costs no place in
-// the queue; the error is returned when the failures last longer. Bad
-// input (nil ctx, empty or too long id, ttl <= 0 or below the backend's
-// resolution) returns an *ArgumentError before any I/O. ttl is truncated to
-// the backend's resolution.
+// the queue. No retry runs past WaiterTimeout after the last step or
+// heartbeat that found the caller queued; the error is returned then. A
+// failed step is followed by a cleanup (Leave by token), except one that
+// never reached the store (its queue entry, if any, expires on its own).
+// Bad input (nil ctx, empty or too long id, ttl <= 0 or below the
+// backend's resolution) returns an *ArgumentError before any I/O. ttl is
+// truncated to the backend's resolution.
 func (l *Locker) Acquire(ctx context.Context, id string, ttl time.Duration) (Result, error) {
 	return l.AcquireWith(ctx, id, ttl, nil)
 }
@@ -141,28 +144,34 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 	defer holder.Stop()
 
 	req.Wait = true
-	var failing time.Time // when the current run of failed steps began
-	backoff := retryBackoff
+	var r retries
 	for {
+		if r.over(l.waiterTTL) {
+			return Result{ID: id, WasInUse: true}, l.abandon(ctx, "acquire", id, o.Token, r.last)
+		}
 		sent := time.Now()
-		g, err := l.b.Acquire(ctx, req)
+		sctx, cancel := r.bound(ctx, l.waiterTTL)
+		g, err := l.b.Acquire(sctx, req)
+		err = r.cut(ctx, sctx, err)
+		cancel()
 		holder.Stop()
 		if err != nil {
 			// Queued, a failed step is retried with the same token (a no-op
 			// if it took effect) while the entry can still be alive: an
 			// outage shorter than WaiterTimeout costs no place in the queue.
-			if !l.retryable(ctx, err) || (!failing.IsZero() && sent.Sub(failing) >= l.waiterTTL) {
+			if !l.retryable(ctx, err) {
 				return Result{ID: id, WasInUse: true}, l.abandon(ctx, "acquire", id, o.Token, err)
 			}
-			if failing.IsZero() {
-				failing = sent
+			if r.failed(l.liveSince(w, sent), err) {
 				l.log.Warn("lock: a waiting step failed; retrying with the same token while the queue entry lives",
 					"id", id, "err", err, "for", l.waiterTTL)
 			}
-			holder.Reset(backoff)
-			backoff = min(2*backoff, l.heartbeat)
+			holder.Reset(r.wait(l.waiterTTL, l.heartbeat))
 		} else {
-			failing, backoff = time.Time{}, retryBackoff
+			r = retries{}
+			if g.Queued {
+				l.setRefreshed(w, sent)
+			}
 			if g.Acquired {
 				return Result{Acquired: true, ID: id, WasInUse: inUse, Lease: l.newLease(id, o.Token, sent, ttl, g)}, nil
 			}
@@ -195,10 +204,6 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 	}
 }
 
-// retryBackoff is the first wait before a failed waiting step is retried;
-// it doubles up to the heartbeat interval.
-const retryBackoff = 10 * time.Millisecond
-
 // retryable reports whether a failed step may be retried: a store or
 // client failure, not the caller's ctx nor one of the lock's own answers.
 func (l *Locker) retryable(ctx context.Context, err error) bool {
@@ -206,11 +211,14 @@ func (l *Locker) retryable(ctx context.Context, err error) bool {
 }
 
 // abandon handles a failed step: its outcome is unknown, so the token's
-// queue entry and any raced grant are removed (S6). It returns the step's
+// queue entry and any raced grant are removed (S6). A step that never
+// reached the store (backend.Unsent) took no effect, and a cleanup sent
+// now would most likely not reach it either: none is sent, and an entry
+// an earlier step left expires after WaiterTimeout. It returns the step's
 // error, wrapped.
 func (l *Locker) abandon(ctx context.Context, op, id, token string, err error) error {
-	if errors.Is(err, backend.ErrQueueFull) {
-		return wrap(op, id, err) // nothing was enqueued
+	if errors.Is(err, backend.ErrQueueFull) || backend.Unsent(err) {
+		return wrap(op, id, err) // nothing was enqueued, or nothing was sent
 	}
 	if cerr := l.cleanup(ctx, id, token); cerr != nil {
 		l.log.Warn("lock: cleanup after a failed step failed; the entry expires on its own",

@@ -101,6 +101,7 @@ type many struct {
 	mu      sync.Mutex
 	items   []*manyItem
 	granted []*Lease // granted but not yet shown
+	unsent  bool     // round 1 failed before it reached the store
 }
 
 func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error) bool) {
@@ -122,8 +123,10 @@ func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error
 		}
 	}()
 
-	// Round 1: a plain batched try of every id.
+	// Round 1: a plain batched try of every id. If it never reached the
+	// store, nothing is there to clean up.
 	if err := m.step(ctx, m.items, false); err != nil {
+		m.unsent = backend.Unsent(err)
 		yield(Snapshot{}, err)
 		return
 	}
@@ -253,7 +256,8 @@ func (m *many) step(ctx context.Context, items []*manyItem, wait bool) error {
 }
 
 // abandon releases every lease not yet shown and leaves every queue, by
-// token, including ids whose step outcome is unknown (S6, S7).
+// token, including ids whose step outcome is unknown (S6, S7). After a
+// first round that never reached the store it sends nothing.
 func (m *many) abandon(ctx context.Context) {
 	l := m.l
 	var ws []backend.Waiter
@@ -268,7 +272,7 @@ func (m *many) abandon(ctx context.Context) {
 		it.pending = false
 		m.mu.Unlock()
 	}
-	if len(ws) == 0 {
+	if len(ws) == 0 || m.unsent {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)

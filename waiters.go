@@ -11,8 +11,9 @@ import (
 // AcquireMany call. The Locker routes wake-ups to it and heartbeats it.
 type waiter struct {
 	id, token string
-	ticket    uint64 // from the last step; 0 = unknown. Guarded by Locker.mu.
-	wake      func() // must not block
+	ticket    uint64    // from the last step; 0 = unknown. Guarded by Locker.mu.
+	refreshed time.Time // send time of the last step or heartbeat that found it queued; guarded by Locker.mu
+	wake      func()    // must not block
 }
 
 // idWaiters is the Locker's state for one id with local waiters: one
@@ -251,6 +252,7 @@ func (l *Locker) heartbeatLoop() {
 		l.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(l.bgCtx, l.heartbeat)
+		sent := time.Now()
 		res, err := l.b.Heartbeat(ctx, batch, l.waiterTTL)
 		cancel()
 		if err != nil && l.bgCtx.Err() == nil {
@@ -262,6 +264,13 @@ func (l *Locker) heartbeatLoop() {
 				w.wake()
 			}
 		}
+		l.mu.Lock()
+		for i, r := range res {
+			if i < len(ws) && r.Queued {
+				ws[i].refreshed = sent // the entry lives until sent+WaiterTimeout at least
+			}
+		}
+		l.mu.Unlock()
 		for i, r := range res {
 			if i >= len(ws) {
 				break

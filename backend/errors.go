@@ -72,3 +72,71 @@ func (e *BackendError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrBackend.
 func (e *BackendError) Is(target error) bool { return target == ErrBackend }
+
+// Kind is what a failed step's error says about the step's outcome. A
+// backend classifies its client's errors with [WithKind]; the core decides
+// from the kind whether to retry or to clean up.
+type Kind int
+
+const (
+	// KindUnknown: the step may have reached the store, and no answer came
+	// (a timeout, a reset connection). It may or may not have taken effect.
+	// An error a backend did not classify is of this kind.
+	KindUnknown Kind = iota
+	// KindUnsent: the step never reached the store (no connection could be
+	// made, the client was closed before it wrote). It took no effect.
+	KindUnsent
+	// KindAnswer: the store answered; the step ran, or was refused, as the
+	// answer says. The sentinel errors are of this kind.
+	KindAnswer
+)
+
+// String returns "unknown", "unsent" or "answer".
+func (k Kind) String() string {
+	switch k {
+	case KindUnsent:
+		return "unsent"
+	case KindAnswer:
+		return "answer"
+	}
+	return "unknown"
+}
+
+// kindError is an error with the Kind a backend gave it.
+type kindError struct {
+	kind Kind
+	err  error
+}
+
+func (e *kindError) Error() string { return e.err.Error() }
+func (e *kindError) Unwrap() error { return e.err }
+
+// WithKind returns err marked with kind; errors.Is and errors.As still see
+// err. It returns nil for a nil err.
+func WithKind(kind Kind, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &kindError{kind: kind, err: err}
+}
+
+// KindOf returns the Kind of err: the one given by WithKind; KindUnsent
+// for ErrClosed and ErrInvalidArgument (returned before any I/O);
+// KindAnswer for the store's sentinels (ErrNotHeld, ErrQueueFull,
+// ErrNotReplicated); KindUnknown otherwise.
+func KindOf(err error) Kind {
+	var ke *kindError
+	switch {
+	case errors.As(err, &ke):
+		return ke.kind
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrInvalidArgument):
+		return KindUnsent
+	case errors.Is(err, ErrNotHeld), errors.Is(err, ErrQueueFull), errors.Is(err, ErrNotReplicated):
+		return KindAnswer
+	}
+	return KindUnknown
+}
+
+// Unsent reports whether err says that its step never reached the store,
+// so that nothing needs to be cleaned up after it.
+func Unsent(err error) bool { return err != nil && KindOf(err) == KindUnsent }

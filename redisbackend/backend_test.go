@@ -13,6 +13,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/redisstep"
 )
 
 var ctx = context.Background()
@@ -33,8 +34,9 @@ func TestNewOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if b.Prefix() != "lock:" || b.maxWaiters != 10000 || b.purgeLimit != 100 {
-		t.Errorf("defaults: prefix %q, max waiters %d, purge limit %d; want lock:, 10000, 100", b.Prefix(), b.maxWaiters, b.purgeLimit)
+	cfg := redisstep.ConfigOf(b.steps)
+	if b.Prefix() != "lock:" || cfg.MaxWaiters() != 10000 || cfg.PurgeLimit() != 100 {
+		t.Errorf("defaults: prefix %q, max waiters %d, purge limit %d; want lock:, 10000, 100", b.Prefix(), cfg.MaxWaiters(), cfg.PurgeLimit())
 	}
 	if b.Resolution() != time.Millisecond || backend.ResolutionOf(b) != time.Millisecond {
 		t.Errorf("Resolution = %v, want 1ms", b.Resolution())

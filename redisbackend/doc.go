@@ -13,15 +13,17 @@
 // # Keys
 //
 // Every key of an id shares one hash tag, so each step is one script on one
-// slot (Redis Cluster works): "<prefix>{<enc(id)>}:<suffix>", where enc
-// escapes '%', '{' and '}' as %25, %7B, %7D (see internal/keys) and the
-// prefix, by default "lock:", may contain neither brace.
+// slot (Redis Cluster works): "<prefix>{<enc(id)>}:<suffix>". enc escapes
+// '%', '{' and '}' as %25, %7B, %7D (see internal/keys). The prefix, by
+// default "lock:", may contain neither brace.
 //
 //	suffix  type    holds                                      TTL
 //	lock    string  the holder's token                         the lease (SET PX / PEXPIRE, relative)
 //	q       zset    waiter token -> ticket (queue order)       >= 3 x the longest WaiterTTL, set by enqueue and heartbeat
 //	dl      zset    waiter token -> deadline (ms, server TIME)  same as q
-//	n       hash    counters "fence" and "ticket"              none: the documented counters
+//	n       hash    "fence", "ticket"; "rel": the last          none: the documented counters
+//	                release's token (a resent release is
+//	                answered as the first one was)
 //	wake    -       pub/sub channel; payload: the head's token  -
 //
 // The counters hash is the one key an id keeps for good: fences and tickets
@@ -54,38 +56,38 @@
 // # Wake-ups
 //
 // Only the head is woken: a PUBLISH on the id's channel with the head's
-// token, sent by a release, by a leave or purge that frees the lock or
-// changes the head while the lock is free, and by a heartbeat that finds the
-// lock free with a head (the fallback for a lost message). A lease that
+// token. A release sends it; so does a leave or purge that frees the lock
+// or changes the head while the lock is free, and a heartbeat that finds
+// the lock free with a head (the fallback for a lost message). A lease that
 // expires publishes nothing; the core re-checks at the holder's TTL, which
 // Acquire reports (at least 1 ms while the lock is held).
 //
 // Each Backend has one pub/sub connection, shared by all ids and
-// reference-counted per id. go-redis pings it when quiet (every 30 s) and
-// reconnects and re-subscribes when it breaks; each re-confirmed channel is
-// delivered as Wake{ID, All: true} so that every local waiter re-checks.
+// reference-counted per id. go-redis pings it when quiet (every 30 s), and
+// reconnects and re-subscribes when it breaks. Each re-confirmed channel is
+// delivered as Wake{ID, All: true}, so that every local waiter re-checks.
 //
 // # Redis Cluster
 //
 // Every step is one script on the id's slot, so a *redis.ClusterClient
 // needs nothing more: go-redis sends each step to the slot's master and
-// follows MOVED and ASK, and a pipeline of AcquireBatch, LeaveBatch or
-// Heartbeat is split into one pipeline per master, sent in parallel. The
+// follows MOVED and ASK. It splits a pipeline of AcquireBatch, LeaveBatch or
+// Heartbeat into one pipeline per master, sent in parallel. The
 // default wake-ups are classic pub/sub, which works on Cluster because
 // every node forwards a PUBLISH to every other node: simple, but each
 // wake-up costs every node of the cluster.
 //
 // With Options.ShardedPubSub (Redis 7.0 or newer) the scripts send SPUBLISH,
 // which stays on the id's master, and the Backend subscribes with SSUBSCRIBE
-// there: one pub/sub connection per master that serves an id it waits on,
-// each channel with an SSUBSCRIBE of its own (one SSUBSCRIBE may not span
-// slots). A connection that breaks is rebuilt by the Backend (go-redis's
+// there. It keeps one pub/sub connection per master that serves an id it
+// waits on, each channel with an SSUBSCRIBE of its own (one SSUBSCRIBE may
+// not span slots). The Backend rebuilds a connection that breaks: go-redis's
 // own re-subscription sends every channel in one SSUBSCRIBE, which the
-// cluster refuses across slots); a channel whose slot moves (the node sends
+// cluster refuses across slots. A channel whose slot moves (the node sends
 // "sunsubscribe", or answers MOVED) is subscribed again on its new master
 // once the client's slot map has caught up. Every re-confirmation is a
-// Wake{ID, All: true}. All of it is tested on a local cluster of three
-// masters in package clustertest, with slot migrations.
+// Wake{ID, All: true}. Package clustertest tests all of it on a local
+// cluster of three masters, with slot migrations.
 //
 // # What Redis can and cannot promise
 //
@@ -96,22 +98,22 @@
 // # Replicas, Sentinel and failover
 //
 // Replication is asynchronous: a master answers a grant before any replica
-// has it. When the master dies and Sentinel or Redis Cluster promotes a
-// replica that never received the grant, the new master hands the lock to
-// someone else while the first holder still holds it, and the fence
+// has it. The master may die, and Sentinel or Redis Cluster promote a
+// replica that never received the grant. The new master then hands the
+// lock to someone else while the first holder still holds it. The fence
 // counter's last increments are lost with it, so a fence can repeat
 // (package clustertest shows both, with a replication link cut on purpose).
 //
 // Options.WaitReplicas narrows this: every grant and every Extend is
-// followed, on the connection that ran it, by WAIT n timeout, and a grant
-// that fewer than n replicas acknowledged in time is released again and
-// fails with ErrNotReplicated (an Extend fails and leaves the earlier,
-// confirmed, expiry standing). A confirmed grant survives the failover of
-// its master to a replica that acknowledged it. It is not consensus: with
-// more replicas than n, a failover may promote one that did not
-// acknowledge; a replica that restarts without persistence forgets what it
-// acknowledged; the promoted replica measures the rest of each lease by its
-// own clock. It costs the replicas' round trip on every Acquire (granted or
+// followed, on the connection that ran it, by WAIT n timeout. A grant that
+// fewer than n replicas acknowledged in time is released again and fails
+// with ErrNotReplicated; an Extend fails and leaves the earlier, confirmed,
+// expiry standing. A confirmed grant survives the failover of its master
+// to a replica that acknowledged it. It is not consensus. With more
+// replicas than n, a failover may promote one that did not acknowledge. A
+// replica that restarts without persistence forgets what it acknowledged.
+// The promoted replica measures the rest of each lease by its own clock.
+// It costs the replicas' round trip on every Acquire (granted or
 // not) and Extend, and up to the timeout while replicas lag or are gone.
 // Where two holders at once would be a disaster, check the fence at the
 // resource as well.

@@ -57,15 +57,11 @@ type clusterSubscriber struct {
 }
 
 type shardEntry struct {
-	id, channel string
-	slot        int
-	fns         wakefns.List // copy-on-write: dispatch reads it without the lock
-	node        *shardNode   // where it is subscribed or pending; nil while routed
-	live        bool         // confirmed on node's current connection
-	confirmed   bool         // confirmed at least once; ready is closed
-	err         error        // set before ready is closed when subscribing failed
-	ready       chan struct{}
-	gone        bool // removed from chans: no subscriber left
+	wakefns.Entry
+	slot int
+	node *shardNode // where it is subscribed or pending; nil while routed
+	live bool       // confirmed on node's current connection
+	gone bool       // removed from chans: no subscriber left
 }
 
 type shardNode struct {
@@ -101,20 +97,17 @@ func (s *clusterSubscriber) subscribe(ctx context.Context, id, channel string, f
 	}
 	e := s.chans[channel]
 	if e == nil {
-		e = &shardEntry{id: id, channel: channel, slot: keys.Slot(channel), ready: make(chan struct{})}
+		e = &shardEntry{Entry: wakefns.NewEntry(id, channel), slot: keys.Slot(channel)}
 		s.chans[channel] = e
 		s.routeLocked(e, 0, false)
 	}
-	key := e.fns.Add(fn)
-	s.mu.Unlock()
-
-	return wakefns.Await(ctx, e.ready, s.ctx.Done(), func() error { return e.err }, func() { s.unsubscribe(e, key) })
+	return e.Join(ctx, fn, s.mu.Unlock, s.ctx.Done(), func(key uint64) { s.unsubscribe(e, key) })
 }
 
 func (s *clusterSubscriber) unsubscribe(e *shardEntry, key uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.fns.Remove(key) == 0 {
+	if e.Fns.Remove(key) == 0 {
 		s.dropLocked(e)
 	}
 }
@@ -123,7 +116,7 @@ func (s *clusterSubscriber) unsubscribe(e *shardEntry, key uint64) {
 // SSUBSCRIBE is left to its confirmation (which unsubscribes then), so that
 // a confirmation always belongs to the entry in the node's map.
 func (s *clusterSubscriber) dropLocked(e *shardEntry) {
-	if e.gone || e.fns.Len() > 0 {
+	if e.gone || e.Fns.Len() > 0 {
 		return
 	}
 	n := e.node
@@ -131,13 +124,13 @@ func (s *clusterSubscriber) dropLocked(e *shardEntry) {
 		return // pending on n: the confirmation drops it
 	}
 	e.gone = true
-	if s.chans[e.channel] == e {
-		delete(s.chans, e.channel)
+	if s.chans[e.Channel] == e {
+		delete(s.chans, e.Channel)
 	}
 	if n != nil {
-		delete(n.chans, e.channel)
+		delete(n.chans, e.Channel)
 		if e.live && n.ps != nil && !s.closed {
-			_ = n.ps.SUnsubscribe(context.Background(), e.channel)
+			_ = n.ps.SUnsubscribe(context.Background(), e.Channel)
 		}
 		e.node, e.live = nil, false
 	}
@@ -151,7 +144,7 @@ func (s *clusterSubscriber) routeLocked(e *shardEntry, delay time.Duration, relo
 		return
 	}
 	if n := e.node; n != nil {
-		delete(n.chans, e.channel)
+		delete(n.chans, e.Channel)
 	}
 	e.node, e.live = nil, false
 	s.wg.Add(1)
@@ -174,14 +167,14 @@ func (s *clusterSubscriber) route(e *shardEntry, delay time.Duration, reload boo
 			s.cc.ReloadState(s.ctx)
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, shardOpTimeout)
-		client, err := s.cc.MasterForKey(ctx, e.channel)
+		client, err := s.cc.MasterForKey(ctx, e.Channel)
 		cancel()
 		s.mu.Lock()
 		if s.closed || e.gone {
 			s.mu.Unlock()
 			return
 		}
-		if e.fns.Len() == 0 {
+		if e.Fns.Len() == 0 {
 			s.dropLocked(e) // not on a node: dropped at once
 			s.mu.Unlock()
 			return
@@ -196,9 +189,9 @@ func (s *clusterSubscriber) route(e *shardEntry, delay time.Duration, reload boo
 				go s.serve(n, client)
 			}
 			e.node, e.live = n, false
-			n.chans[e.channel] = e
+			n.chans[e.Channel] = e
 			if n.ps != nil {
-				err = n.ps.SSubscribe(s.ctx, e.channel)
+				err = n.ps.SSubscribe(s.ctx, e.Channel)
 			}
 			// With n.ps nil the node goroutine is rebuilding its
 			// connection and subscribes every entry of n.chans.
@@ -286,7 +279,7 @@ func (s *clusterSubscriber) serve(n *shardNode, client *redis.Client) {
 func (s *clusterSubscriber) open(n *shardNode, client *redis.Client) (ps *redis.PubSub, done bool) {
 	s.mu.Lock()
 	for _, e := range n.chans {
-		if e.fns.Len() == 0 {
+		if e.Fns.Len() == 0 {
 			s.dropLocked(e) // not live (n.ps is nil): dropped at once
 		}
 	}
@@ -345,7 +338,7 @@ func (s *clusterSubscriber) recheck(n *shardNode) (client *redis.Client, done bo
 	s.mu.Unlock()
 	for _, e := range entries {
 		ctx, cancel := context.WithTimeout(s.ctx, shardOpTimeout)
-		c, err := s.cc.MasterForKey(ctx, e.channel)
+		c, err := s.cc.MasterForKey(ctx, e.Channel)
 		cancel()
 		if err != nil {
 			continue // unknown: keep it here for now
@@ -399,7 +392,7 @@ func (s *clusterSubscriber) read(n *shardNode, ps *redis.PubSub) {
 			var fns wakefns.Snapshot
 			var id string
 			if e != nil && e.live {
-				fns, id = e.fns.Snapshot(), e.id
+				fns, id = e.Fns.Snapshot(), e.ID
 			}
 			s.mu.Unlock()
 			fns.Deliver(backend.Wake{ID: id, Token: m.Payload})
@@ -423,25 +416,16 @@ func (s *clusterSubscriber) confirm(n *shardNode, ps *redis.PubSub, channel stri
 		return
 	}
 	e.live = true
-	if e.fns.Len() == 0 {
-		if !e.confirmed {
-			e.confirmed = true
-			close(e.ready)
-		}
+	fns, again := e.Confirm()
+	if e.Fns.Len() == 0 {
 		s.dropLocked(e)
 		s.mu.Unlock()
 		return
 	}
-	if !e.confirmed {
-		e.confirmed = true
-		close(e.ready)
-		s.mu.Unlock()
-		return
-	}
-	// Subscribed again: on a new connection or another node.
-	fns := e.fns.Snapshot()
 	s.mu.Unlock()
-	fns.Deliver(backend.Wake{ID: e.id, All: true})
+	if again {
+		fns.Deliver(e.All()) // subscribed again: on a new connection or another node
+	}
 }
 
 // dropped handles an sunsubscribe of channel on n: the reply to the
@@ -488,14 +472,11 @@ func (s *clusterSubscriber) reply(n *shardNode, msg string) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, e := range n.chans {
-			if !e.confirmed && !e.live {
-				e.err = err
-				close(e.ready)
-				e.confirmed = true // ready is closed
+			if !e.live && e.Fail(err) {
 				e.gone = true
-				delete(n.chans, e.channel)
-				if s.chans[e.channel] == e {
-					delete(s.chans, e.channel)
+				delete(n.chans, e.Channel)
+				if s.chans[e.Channel] == e {
+					delete(s.chans, e.Channel)
 				}
 			}
 		}

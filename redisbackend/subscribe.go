@@ -40,11 +40,7 @@ type subscriber struct {
 }
 
 type entry struct {
-	id        string
-	channel   string
-	fns       wakefns.List // copy-on-write: dispatch reads it without the lock
-	confirmed bool
-	ready     chan struct{} // closed on the first confirmation
+	wakefns.Entry
 }
 
 // shardSubscriber is a client that can open a sharded pub/sub connection.
@@ -84,7 +80,7 @@ func (s *subscriber) subscribe(ctx context.Context, id, channel string, fn func(
 	}
 	e := s.chans[channel]
 	if e == nil {
-		e = &entry{id: id, channel: channel, ready: make(chan struct{})}
+		e = &entry{Entry: wakefns.NewEntry(id, channel)}
 		if err := s.sub(ctx, channel); err != nil {
 			// go-redis keeps the channel in its re-subscribe set even when
 			// the write failed; take it out again.
@@ -94,21 +90,18 @@ func (s *subscriber) subscribe(ctx context.Context, id, channel string, fn func(
 		}
 		s.chans[channel] = e
 	}
-	key := e.fns.Add(fn)
-	s.mu.Unlock()
-
-	return wakefns.Await(ctx, e.ready, s.closing, nil, func() { s.unsubscribe(e, key) })
+	return e.Join(ctx, fn, s.mu.Unlock, s.closing, func(key uint64) { s.unsubscribe(e, key) })
 }
 
 func (s *subscriber) unsubscribe(e *entry, key uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.fns.Remove(key) > 0 || !e.confirmed || s.chans[e.channel] != e {
+	if e.Fns.Remove(key) > 0 || !e.Settled() || s.chans[e.Channel] != e {
 		return // still used, or receive unsubscribes on confirmation
 	}
-	delete(s.chans, e.channel)
+	delete(s.chans, e.Channel)
 	if !s.closed {
-		_ = s.unsub(e.channel)
+		_ = s.unsub(e.Channel)
 	}
 }
 
@@ -137,8 +130,8 @@ func (s *subscriber) receive(ch <-chan any) {
 			// e may be nil (a message for a channel given up): read its id under the lock.
 			var fns wakefns.Snapshot
 			var id string
-			if e != nil && e.confirmed {
-				fns, id = e.fns.Snapshot(), e.id
+			if e != nil && e.Settled() {
+				fns, id = e.Fns.Snapshot(), e.ID
 			}
 			s.mu.Unlock()
 			fns.Deliver(backend.Wake{ID: id, Token: m.Payload})
@@ -152,22 +145,15 @@ func (s *subscriber) receive(ch <-chan any) {
 				s.mu.Unlock()
 				continue
 			}
-			if !e.confirmed {
-				e.confirmed = true
-				close(e.ready)
-				if e.fns.Len() == 0 {
-					delete(s.chans, e.channel)
-					if !s.closed {
-						_ = s.unsub(e.channel)
-					}
+			fns, again := e.Confirm()
+			if !again && e.Fns.Len() == 0 {
+				delete(s.chans, e.Channel)
+				if !s.closed {
+					_ = s.unsub(e.Channel)
 				}
-				s.mu.Unlock()
-				continue
 			}
-			// A re-subscription after a reconnect.
-			fns := e.fns.Snapshot()
 			s.mu.Unlock()
-			fns.Deliver(backend.Wake{ID: e.id, All: true})
+			fns.Deliver(e.All()) // a re-subscription after a reconnect
 		}
 	}
 }

@@ -31,8 +31,8 @@ func TestNewOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Mode() != Tracking || d.Prefix() != DefaultPrefix || d.maxWaiters != DefaultMaxWaiters || d.purgeLimit != DefaultPurgeLimit {
-		t.Fatalf("defaults: mode %v prefix %q maxWaiters %d purgeLimit %d", d.Mode(), d.Prefix(), d.maxWaiters, d.purgeLimit)
+	if d.Mode() != Tracking || d.Prefix() != DefaultPrefix || d.cfg.MaxWaiters() != DefaultMaxWaiters || d.cfg.PurgeLimit() != DefaultPurgeLimit {
+		t.Fatalf("defaults: mode %v prefix %q maxWaiters %d purgeLimit %d", d.Mode(), d.Prefix(), d.cfg.MaxWaiters(), d.cfg.PurgeLimit())
 	}
 	d.Close()
 	b, err := New(Options{ClientOption: co, Prefix: e.prefix, ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
@@ -141,7 +141,7 @@ func TestNewFallsBackToPubSub(t *testing.T) {
 func TestPubSubSubscriptions(t *testing.T) {
 	e := newEnv(t)
 	b, c := e.backend(PubSub, nil)
-	ch := b.ks.Channel("s")
+	ch := b.keyNames("s").Channel
 	numsub := func() int64 {
 		v, err := e.raw.Do(ctx, e.raw.B().PubsubNumsub().Channel(ch).Build()).ToArray()
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 func expectCost(t *testing.T, c *counter, what string, cmds, trips int) {
 	t.Helper()
 	gotCmds, gotTrips, names := c.take()
+	t.Logf("%s: %d commands in %d round trips (%s)", what, gotCmds, gotTrips, names)
 	if gotCmds != cmds || gotTrips != trips {
 		t.Fatalf("%s cost %d commands in %d round trips (%s), want %d in %d", what, gotCmds, gotTrips, names, cmds, trips)
 	}

@@ -15,7 +15,7 @@
 // # Why the Backend builds its client
 //
 // rueidis attaches the invalidation callback (ClientOption.OnInvalidations)
-// and the tracking mode when a client is built, so a Backend that wakes
+// and the tracking mode when a client is built. So a Backend that wakes
 // waiters by invalidations builds its own client, like rueidislock does:
 // [New] takes a rueidis.ClientOption and an optional ClientBuilder (to wrap
 // the client with hooks or tracing). [NewWithClient] takes a client you
@@ -24,7 +24,7 @@
 // # Tracking mode (the default of New)
 //
 // New builds the client with CLIENT TRACKING ON NOLOOP (default mode: every
-// key a command reads is tracked) and one connection per Redis node
+// key a command reads is tracked). It has one connection per Redis node
 // (PipelineMultiplex -1, auto-pipelining on, no blocking pool): every step
 // runs on the connection whose invalidations the Backend hears.
 //
@@ -43,11 +43,11 @@
 //     extend or release never comes back to it (no self-wake loop; a test
 //     counts exactly one command per extend). But Redis also stops tracking
 //     a key for the connection that wrote it. The Backend never depends on
-//     hearing its own writes: the acquire script (on a grant) and the extend
-//     script read the key again after writing it, so it stays tracked and
-//     the expiry of the Backend's own lease still reaches its own waiters;
-//     after its own Release it wakes its own waiters of the id itself
-//     (Wake{ID}), and after a Leave that removed something, all of them
+//     hearing its own writes. The acquire script (on a grant) and the
+//     extend script read the key again after writing it, so it stays
+//     tracked: the expiry of the Backend's own lease still reaches its own
+//     waiters. After its own Release it wakes its own waiters of the id
+//     itself (Wake{ID}); after a Leave that removed something, all of them
 //     (Wake{ID, All: true}: the leaver may be the earliest one). On Redis
 //     before 7.0.5, scripts ignore NOLOOP: the Backend then hears its own
 //     writes, which costs at most one extra re-check per write while this
@@ -68,12 +68,13 @@
 //
 // # PubSub mode (ClientOption.DisableCache, NewWithClient, or no tracking)
 //
-// With ClientOption.DisableCache, with NewWithClient, or when rueidis
-// reports rueidis.ErrNoCache while New builds the tracking client (Redis <
-// 6, or no RESP3, e.g. some proxies and managed services; New then builds
-// the client again with DisableCache), the Backend uses the scripts'
-// PUBLISH of the head's token: one dedicated connection from the client's
-// pool, shared by every id and reference-counted per channel. Subscribe
+// Pub/sub is used with ClientOption.DisableCache, with NewWithClient, and
+// when rueidis reports rueidis.ErrNoCache while New builds the tracking
+// client (Redis < 6, or no RESP3, e.g. some proxies and managed services;
+// New then builds the client again with DisableCache). The Backend then
+// hears the scripts' PUBLISH of the head's token on one dedicated
+// connection from the client's pool, shared by every id and
+// reference-counted per channel. Subscribe
 // returns once the server confirmed the SUBSCRIBE. One goroutine sends
 // every SUBSCRIBE and UNSUBSCRIBE in order; when the connection breaks it
 // takes a new one and subscribes again, and each re-confirmed channel
@@ -81,12 +82,14 @@
 //
 // # Keys
 //
-// As redisbackend: every key of an id shares one hash tag, so each step is
-// one script on one slot (Cluster works). "<prefix>{<enc(id)>}:<suffix>":
-// lock (the holder's token; TTL = the lease, relative PX), q and dl (the
-// queue and its deadlines; at least 3 x the longest WaiterTimeout), n (the
-// fence and ticket counters: the one key that stays), wake (the pub/sub
-// channel). The prefix, by default "lock:", may not contain '{' or '}'.
+// As redisbackend (its package doc has the table): every key of an id
+// shares one hash tag, so each step is one script on one slot (Cluster
+// works). The keys are "<prefix>{<enc(id)>}:<suffix>" with these suffixes.
+// lock: the holder's token; TTL = the lease, relative PX. q and dl: the
+// queue and its deadlines; at least 3 x the longest WaiterTimeout. n: the
+// counters "fence" and "ticket", and "rel", the last release's token; the
+// one key that stays. wake: the pub/sub channel. The prefix, by default "lock:", may not contain '{' or
+// '}'.
 //
 // # Steps and their cost
 //
@@ -109,39 +112,17 @@
 //
 // rueidis never resends a write, and a connection that broke while idle is
 // often noticed only by the next command on it. So a step that failed on
-// a broken connection is sent once more: every step but Release is
-// idempotent by token. A resent Release that finds the lock not held
-// returns the first failure (the outcome is unknown: the first one may have
-// released it), never ErrNotHeld.
+// a broken connection is sent once more. Every step is idempotent by
+// token; a resent Release is answered as the first one was, through the
+// counters' "rel" field.
 //
-// # What Redis can and cannot promise
+// # What Redis can and cannot promise; replicas and failover
 //
-// One Redis server without persistence loses every lock, queue and fence
-// counter on restart; with asynchronous replicas a failover can grant a lock
-// twice and move fences backwards. Fences and tickets are exact up to 2^53.
-//
-// # Replicas, Sentinel and failover
-//
-// Replication is asynchronous: a master answers a grant before any replica
-// has it. When the master dies and Sentinel or Redis Cluster promotes a
-// replica that never received the grant, the new master hands the lock to
-// someone else while the first holder still holds it, and the fence
-// counter's last increments are lost with it, so a fence can repeat
-// (package clustertest shows both, with a replication link cut on purpose).
-//
-// Options.WaitReplicas narrows this: every grant and every Extend is
-// followed, on the connection that ran it, by WAIT n timeout, and a grant
-// that fewer than n replicas acknowledged in time is released again and
-// fails with ErrNotReplicated (an Extend fails and leaves the earlier,
-// confirmed, expiry standing). A confirmed grant survives the failover of
-// its master to a replica that acknowledged it. It is not consensus: with
-// more replicas than n, a failover may promote one that did not
-// acknowledge; a replica that restarts without persistence forgets what it
-// acknowledged; the promoted replica measures the rest of each lease by its
-// own clock. It costs the replicas' round trip on every Acquire (granted or
-// not) and Extend, and up to the timeout while replicas lag or are gone.
-// Where two holders at once would be a disaster, check the fence at the
-// resource as well.
+// As in redisbackend, whose package doc says it in full: one server
+// without persistence loses every lock and fence counter on restart; a
+// failover to an asynchronous replica can grant a lock twice and move
+// fences backwards. Options.WaitReplicas narrows that risk (WAIT after every
+// grant and Extend), without making Redis strongly consistent.
 //
 // With Sentinel, give New the Sentinels' addresses and
 // ClientOption.Sentinel.MasterSet; package clustertest runs a hand-off and
@@ -155,17 +136,17 @@
 // rueidis sends each step to the master of the id's slot, follows MOVED
 // and ASK, and splits a batch (DoMulti) into one round trip per master.
 // In Tracking mode the client has one connection per node, with tracking
-// on: each step runs on the connection of its id's master, so the key a
+// on. Each step runs on the connection of its id's master, so the key a
 // failed try reads is tracked on the connection that hears its
 // invalidations (package clustertest checks it with CLIENT LIST). After a
 // lost connection the Backend PINGs every master (CLUSTER SLOTS), each on
-// its own connection, before it wakes every waiter. In PubSub mode the classic
-// SUBSCRIBE works on Cluster because every node forwards a PUBLISH to all
-// the others; with Options.ShardedPubSub (Redis 7.0 or newer) the scripts
-// send SPUBLISH, which stays on the id's master, and each id is subscribed
-// there with an SSUBSCRIBE (through client.Receive: rueidis's connection to
-// that node, one goroutine per id), subscribed again where its slot moves,
-// with Wake{ID, All: true}. Both modes, with and without ShardedPubSub,
+// its own connection, before it wakes every waiter. In PubSub mode the
+// classic SUBSCRIBE works on Cluster because every node forwards a PUBLISH
+// to all the others. With Options.ShardedPubSub (Redis 7.0 or newer) the
+// scripts send SPUBLISH, which stays on the id's master. Each id is
+// subscribed there with an SSUBSCRIBE (through client.Receive: rueidis's
+// connection to that node, one goroutine per id), and again where its
+// slot moves, with Wake{ID, All: true}. Both modes, with and without ShardedPubSub,
 // pass the conformance suite on a local cluster of three masters, and a
 // slot migration under load (package clustertest).
 package rueidisbackend

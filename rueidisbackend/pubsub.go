@@ -20,8 +20,8 @@ import (
 // SUBSCRIBE and UNSUBSCRIBE, one at a time, each waiting for the server's
 // confirmation. So the order on the wire is the order of the decisions,
 // and a channel's confirmation always belongs to the entry that is in the
-// map: an entry leaves the map only in the supervisor, after its SUBSCRIBE
-// was confirmed (or failed), and a new entry for the same channel is
+// map. An entry leaves the map only in the supervisor, after its SUBSCRIBE
+// was confirmed (or failed). A new entry for the same channel is
 // subscribed after the old one's UNSUBSCRIBE.
 //
 // Reconnects: when the connection breaks (rueidis pings an idle one), the
@@ -43,12 +43,8 @@ type pubsub struct {
 }
 
 type psEntry struct {
-	id, channel string
-	fns         wakefns.List // copy-on-write; no fns = idle, the supervisor unsubscribes it
-	sent        bool         // SUBSCRIBE sent on the current connection
-	confirmed   bool         // confirmed at least once; ready is closed
-	err         error        // set before ready is closed when subscribing failed
-	ready       chan struct{}
+	wakefns.Entry      // no Fns = idle: the supervisor unsubscribes it
+	sent          bool // SUBSCRIBE sent on the current connection
 }
 
 // Reconnect delays of the supervisor.
@@ -89,20 +85,17 @@ func (s *pubsub) subscribe(ctx context.Context, id, channel string, fn func(back
 	}
 	e := s.chans[channel]
 	if e == nil {
-		e = &psEntry{id: id, channel: channel, ready: make(chan struct{})}
+		e = &psEntry{Entry: wakefns.NewEntry(id, channel)}
 		s.chans[channel] = e
 		s.wake()
 	}
-	key := e.fns.Add(fn)
-	s.mu.Unlock()
-
-	return wakefns.Await(ctx, e.ready, s.closing, func() error { return e.err }, func() { s.unsubscribe(e, key) })
+	return e.Join(ctx, fn, s.mu.Unlock, s.closing, func(key uint64) { s.unsubscribe(e, key) })
 }
 
 func (s *pubsub) unsubscribe(e *psEntry, key uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.fns.Remove(key) == 0 && s.chans[e.channel] == e {
+	if e.Fns.Remove(key) == 0 && s.chans[e.Channel] == e {
 		s.wake() // the supervisor unsubscribes it unless it is used again by then
 	}
 }
@@ -189,7 +182,7 @@ func (s *pubsub) pending() (subs, unsubs []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ch, e := range s.chans {
-		if e.fns.Len() == 0 {
+		if e.Fns.Len() == 0 {
 			delete(s.chans, ch)
 			if e.sent {
 				unsubs = append(unsubs, ch)
@@ -209,9 +202,7 @@ func (s *pubsub) fail(channels []string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ch := range channels {
-		if e := s.chans[ch]; e != nil && !e.confirmed {
-			e.err = err
-			close(e.ready)
+		if e := s.chans[ch]; e != nil && e.Fail(err) {
 			delete(s.chans, ch)
 		}
 	}
@@ -222,7 +213,7 @@ func (s *pubsub) failUnconfirmed(err error) {
 	s.mu.Lock()
 	var chs []string
 	for ch, e := range s.chans {
-		if !e.confirmed {
+		if !e.Settled() {
 			chs = append(chs, ch)
 		}
 	}
@@ -236,8 +227,8 @@ func (s *pubsub) onMessage(m rueidis.PubSubMessage) {
 	// e may be nil (a message for a channel given up): read its id under the lock.
 	var fns wakefns.Snapshot
 	var id string
-	if e != nil && e.confirmed && !s.closed {
-		fns, id = e.fns.Snapshot(), e.id
+	if e != nil && e.Settled() && !s.closed {
+		fns, id = e.Fns.Snapshot(), e.ID
 	}
 	s.mu.Unlock()
 	fns.Deliver(backend.Wake{ID: id, Token: m.Message})
@@ -253,16 +244,11 @@ func (s *pubsub) onSubscription(sub rueidis.PubSubSubscription) {
 		s.mu.Unlock()
 		return
 	}
-	if !e.confirmed {
-		e.confirmed = true
-		close(e.ready)
-		s.mu.Unlock()
-		return
-	}
-	// A re-subscription on a new connection.
-	fns := e.fns.Snapshot()
+	fns, again := e.Confirm()
 	s.mu.Unlock()
-	fns.Deliver(backend.Wake{ID: e.id, All: true})
+	if again {
+		fns.Deliver(e.All()) // a re-subscription on a new connection
+	}
 }
 
 func (s *pubsub) isClosing() bool {

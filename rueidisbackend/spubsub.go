@@ -12,20 +12,21 @@ import (
 )
 
 // spubsub holds a Backend's sharded subscriptions (PubSub mode with
-// Options.ShardedPubSub): each channel is one SSUBSCRIBE sent through
-// client.Receive, which rueidis sends on its connection to the node that
+// Options.ShardedPubSub). Each channel is one SSUBSCRIBE sent through
+// client.Receive. rueidis sends it on its connection to the node that
 // serves the channel's slot (on Redis Cluster; the one server otherwise),
-// following MOVED. rueidis multiplexes every subscription of a node on one
-// connection, so this costs no connection per channel, but one goroutine
-// per subscribed channel (a shard channel cannot share an SSUBSCRIBE with
-// a channel of another slot), reference-counted by the Backend's waiters.
+// following MOVED. It multiplexes every subscription of a node on one
+// connection, so this costs no connection per channel. It costs one
+// goroutine per subscribed channel (a shard channel cannot share an
+// SSUBSCRIBE with a channel of another slot), reference-counted by the
+// Backend's waiters.
 //
 // A Receive ends when its connection breaks, and when the node stops
 // serving the slot (a slot migration or failover: the node sends
-// "sunsubscribe"); the goroutine then subscribes again, at once after a
-// slot move and with a growing delay after a failure, and every
-// confirmation after the first one becomes Wake{ID, All: true}: messages
-// may have been lost meanwhile. Subscribe returns after the first
+// "sunsubscribe"). The goroutine then subscribes again: at once after a
+// slot move, with a growing delay after a failure. Every confirmation
+// after the first one becomes Wake{ID, All: true}: messages may have been
+// lost meanwhile. Subscribe returns after the first
 // confirmation. The goroutine of a channel nobody waits on sends
 // SUNSUBSCRIBE and ends; a new subscription of the same channel waits for
 // that, so that the old SUNSUBSCRIBE never undoes the new SSUBSCRIBE.
@@ -42,40 +43,33 @@ type spubsub struct {
 }
 
 type spEntry struct {
-	id, channel string
-	fns         wakefns.List // copy-on-write: delivery reads it without the lock
-	confirmed   bool         // confirmed at least once; ready is closed
-	err         error        // set before ready is closed when subscribing failed
-	ready       chan struct{}
-	cancel      context.CancelFunc // ends the Receive once nobody waits
-	prev        <-chan struct{}    // done of the entry it replaced, or nil
-	done        chan struct{}      // closed when its goroutine has unsubscribed
+	wakefns.Entry
+	cancel context.CancelFunc // ends the Receive once nobody waits
+	prev   <-chan struct{}    // done of the entry it replaced, or nil
+	done   chan struct{}      // closed when its goroutine has unsubscribed
 }
 
 // unsubscribeTimeout bounds the SUNSUBSCRIBE of a channel nobody waits on.
 const unsubscribeTimeout = 5 * time.Second
 
 func newSpubsub(client rueidis.Client) *spubsub {
-	ctx, stop := context.WithCancel(context.Background())
-	return &spubsub{
-		client:   client,
-		ctx:      ctx,
-		stop:     stop,
-		chans:    make(map[string]*spEntry),
-		retiring: make(map[string]*spEntry),
-	}
+	s := &spubsub{client: client, chans: map[string]*spEntry{}, retiring: map[string]*spEntry{}}
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	return s
 }
 
 func (s *spubsub) subscribe(ctx context.Context, id, channel string, fn func(backend.Wake)) (func(), error) {
 	s.mu.Lock()
-	if s.closed {
+	e := s.chans[channel]
+	switch {
+	case s.closed:
 		s.mu.Unlock()
 		return nil, backend.ErrClosed
-	}
-	e := s.chans[channel]
-	if e == nil {
+	case e == nil:
+		// A new entry with a goroutine of its own, which waits for the
+		// one it replaces (retiring) to have unsubscribed.
 		rctx, cancel := context.WithCancel(s.ctx)
-		e = &spEntry{id: id, channel: channel, ready: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+		e = &spEntry{Entry: wakefns.NewEntry(id, channel), cancel: cancel, done: make(chan struct{})}
 		if old := s.retiring[channel]; old != nil {
 			e.prev = old.done
 		}
@@ -83,18 +77,15 @@ func (s *spubsub) subscribe(ctx context.Context, id, channel string, fn func(bac
 		s.wg.Add(1)
 		go s.run(e, rctx)
 	}
-	key := e.fns.Add(fn)
-	s.mu.Unlock()
-
-	return wakefns.Await(ctx, e.ready, s.ctx.Done(), func() error { return e.err }, func() { s.unsubscribe(e, key) })
+	return e.Join(ctx, fn, s.mu.Unlock, s.ctx.Done(), func(key uint64) { s.unsubscribe(e, key) })
 }
 
 func (s *spubsub) unsubscribe(e *spEntry, key uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.fns.Remove(key) == 0 && s.chans[e.channel] == e {
-		delete(s.chans, e.channel)
-		s.retiring[e.channel] = e
+	if e.Fns.Remove(key) == 0 && s.chans[e.Channel] == e {
+		delete(s.chans, e.Channel)
+		s.retiring[e.Channel] = e
 		e.cancel()
 	}
 }
@@ -104,8 +95,8 @@ func (s *spubsub) run(e *spEntry, ctx context.Context) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
-		if s.retiring[e.channel] == e {
-			delete(s.retiring, e.channel)
+		if s.retiring[e.Channel] == e {
+			delete(s.retiring, e.Channel)
 		}
 		s.mu.Unlock()
 		close(e.done)
@@ -121,13 +112,13 @@ func (s *spubsub) run(e *spEntry, ctx context.Context) {
 	sent := false
 	for ctx.Err() == nil {
 		hctx := rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
-			if sub.Kind == "ssubscribe" && sub.Channel == e.channel {
+			if sub.Kind == "ssubscribe" && sub.Channel == e.Channel {
 				s.confirm(e)
 			}
 		})
 		sent = true
 		start := time.Now()
-		err := s.client.Receive(hctx, s.client.B().Ssubscribe().Channel(e.channel).Build(), func(m rueidis.PubSubMessage) {
+		err := s.client.Receive(hctx, s.client.B().Ssubscribe().Channel(e.Channel).Build(), func(m rueidis.PubSubMessage) {
 			s.message(e, m)
 		})
 		if ctx.Err() != nil {
@@ -169,38 +160,30 @@ func (s *spubsub) run(e *spEntry, ctx context.Context) {
 	// keeps (NewWithClient) carries no subscription of ours.
 	uctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
 	defer cancel()
-	_ = s.client.Do(uctx, s.client.B().Sunsubscribe().Channel(e.channel).Build()).Error()
+	_ = s.client.Do(uctx, s.client.B().Sunsubscribe().Channel(e.Channel).Build()).Error()
 }
 
 // confirm handles a confirmation of e's SSUBSCRIBE; it runs on rueidis's
 // reading goroutine and does not block.
 func (s *spubsub) confirm(e *spEntry) {
 	s.mu.Lock()
-	if !e.confirmed {
-		e.confirmed = true
-		close(e.ready)
-		s.mu.Unlock()
-		return
-	}
-	fns := e.fns.Snapshot()
+	fns, again := e.Confirm()
 	closed := s.closed
 	s.mu.Unlock()
-	if closed {
-		return
+	if again && !closed {
+		fns.Deliver(e.All()) // subscribed again: on a new connection or another node
 	}
-	// Subscribed again: on a new connection or another node.
-	fns.Deliver(backend.Wake{ID: e.id, All: true})
 }
 
 func (s *spubsub) message(e *spEntry, m rueidis.PubSubMessage) {
 	s.mu.Lock()
-	fns := e.fns.Snapshot()
+	fns := e.Fns.Snapshot()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return
 	}
-	fns.Deliver(backend.Wake{ID: e.id, Token: m.Message})
+	fns.Deliver(backend.Wake{ID: e.ID, Token: m.Message})
 }
 
 // fail ends e's first Subscribe with err and reports whether e is done
@@ -208,14 +191,11 @@ func (s *spubsub) message(e *spEntry, m rueidis.PubSubMessage) {
 func (s *spubsub) fail(e *spEntry, err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.confirmed {
+	if !e.Fail(err) {
 		return false
 	}
-	e.err = err
-	e.confirmed = true
-	close(e.ready)
-	if s.chans[e.channel] == e {
-		delete(s.chans, e.channel)
+	if s.chans[e.Channel] == e {
+		delete(s.chans, e.Channel)
 	}
 	return true
 }

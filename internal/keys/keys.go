@@ -35,7 +35,9 @@ const (
 	// tokens scored by deadline (milliseconds of the server's clock).
 	SuffixDeadlines = "dl"
 	// SuffixCounters names the counters: a hash with the fields "fence"
-	// and "ticket". It is the only key of an id without a TTL.
+	// and "ticket", and "rel", the token of the last release (so that a
+	// resent release is answered as the first one was). It is the only key
+	// of an id without a TTL.
 	SuffixCounters = "n"
 	// SuffixChannel names the pub/sub channel that carries wake-ups.
 	SuffixChannel = "wake"
@@ -158,20 +160,39 @@ type ID struct {
 	Lock      string // string: owner token, TTL = the lease
 	Queue     string // zset: waiter token -> ticket
 	Deadlines string // zset: waiter token -> deadline in ms of the server's clock
-	Counters  string // hash: "fence", "ticket"; never expires
+	Counters  string // hash: "fence", "ticket", "rel" (last release's token); never expires
 	Channel   string // pub/sub channel of wake-ups; payload: the head's token
 }
 
-// For returns the key names of id.
+// For returns the key names of id. The five names share one allocation:
+// every step builds them.
 func (k Keyspace) For(id string) ID {
-	base := k.Base(id)
-	return ID{
-		Lock:      base + SuffixLock,
-		Queue:     base + SuffixQueue,
-		Deadlines: base + SuffixDeadlines,
-		Counters:  base + SuffixCounters,
-		Channel:   base + SuffixChannel,
+	enc := Encode(id)
+	suffixes := [...]string{SuffixLock, SuffixQueue, SuffixDeadlines, SuffixCounters, SuffixChannel}
+	n := 0
+	for _, s := range suffixes {
+		n += len(k.prefix) + len(enc) + 3 + len(s)
 	}
+	var b strings.Builder
+	b.Grow(n)
+	var end [len(suffixes)]int
+	for i, s := range suffixes {
+		b.WriteString(k.prefix)
+		b.WriteByte('{')
+		b.WriteString(enc)
+		b.WriteString("}:")
+		b.WriteString(s)
+		end[i] = b.Len()
+	}
+	all := b.String()
+	name := func(i int) string {
+		start := 0
+		if i > 0 {
+			start = end[i-1]
+		}
+		return all[start:end[i]]
+	}
+	return ID{Lock: name(0), Queue: name(1), Deadlines: name(2), Counters: name(3), Channel: name(4)}
 }
 
 // Base returns the part that every key of id starts with:

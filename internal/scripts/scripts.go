@@ -1,6 +1,6 @@
 // Package scripts holds the Lua scripts of the Redis backends, one set
-// shared by every Redis adapter (go-redis now, rueidis later), and the
-// layout of their KEYS, ARGV and replies.
+// shared by both Redis adapters (go-redis and rueidis), and the layout of
+// their KEYS, ARGV and replies.
 //
 // Each script is the file lua/<name>.lua prefixed by lua/lib.lua (shared
 // helpers); [Script.Source] is the full text that is sent to the server and
@@ -22,7 +22,9 @@
 //     lock key in the same step, and again after a grant's write, for
 //     client-side-caching adapters (a NOLOOP tracking client stops tracking
 //     a key it writes until it reads it again).
-//   - release: compare-and-delete, purge, wake the head.
+//   - release: compare-and-delete, purge, wake the head. It records the
+//     token in the counters' "rel" field, so that the same release sent
+//     again (its reply was lost) is answered as the first one was.
 //   - extend: compare-and-PEXPIRE, then reads the key again (as acquire);
 //     never re-creates an expired lock.
 //   - leave: remove the token's entry, release the lock if the token holds
@@ -35,7 +37,7 @@
 // A wake-up is a message on the id's channel whose payload is the head's
 // token; only the head is named. It is sent with PUBLISH, or with SPUBLISH
 // (sharded pub/sub, Redis 7.0 or newer) when the adapter is told so: every
-// call takes the [Publish] command, and the scripts reject SPUBLISH on a
+// call takes the [Publish] command. The scripts reject SPUBLISH on a
 // server older than 7.0 (LOCKBADARG) before they write anything.
 package scripts
 
@@ -44,6 +46,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -151,7 +154,7 @@ func Millis(d time.Duration) string {
 	if d%time.Millisecond > 0 {
 		ms++
 	}
-	return fmt.Sprint(int64(ms))
+	return strconv.FormatInt(int64(ms), 10)
 }
 
 // AcquireCall returns the KEYS and ARGV of acquire.
@@ -161,12 +164,12 @@ func AcquireCall(k keys.ID, req backend.AcquireRequest, maxWaiters, purgeLimit i
 		wait, wttl = "1", Millis(req.WaiterTTL)
 	}
 	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters},
-		[]string{req.Token, Millis(req.TTL), wait, wttl, fmt.Sprint(maxWaiters), fmt.Sprint(purgeLimit), k.Channel, string(pub)}
+		[]string{req.Token, Millis(req.TTL), wait, wttl, strconv.Itoa(maxWaiters), strconv.Itoa(purgeLimit), k.Channel, string(pub)}
 }
 
 // ReleaseCall returns the KEYS and ARGV of release.
 func ReleaseCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, fmt.Sprint(purgeLimit), k.Channel, string(pub)}
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, strconv.Itoa(purgeLimit), k.Channel, string(pub)}
 }
 
 // ExtendCall returns the KEYS and ARGV of extend.
@@ -176,14 +179,14 @@ func ExtendCall(k keys.ID, token string, ttl time.Duration) (keys, args []string
 
 // LeaveCall returns the KEYS and ARGV of leave.
 func LeaveCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, fmt.Sprint(purgeLimit), k.Channel, string(pub)}
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, strconv.Itoa(purgeLimit), k.Channel, string(pub)}
 }
 
 // HeartbeatCall returns the KEYS and ARGV of heartbeat for tokens of one
 // id (at most MaxHeartbeatBatch).
 func HeartbeatCall(k keys.ID, tokens []string, waiterTTL time.Duration, purgeLimit int, pub Publish) (keys, args []string) {
 	args = make([]string, 0, 4+len(tokens))
-	args = append(args, Millis(waiterTTL), fmt.Sprint(purgeLimit), k.Channel, string(pub))
+	args = append(args, Millis(waiterTTL), strconv.Itoa(purgeLimit), k.Channel, string(pub))
 	args = append(args, tokens...)
 	return []string{k.Lock, k.Queue, k.Deadlines}, args
 }

@@ -1,0 +1,96 @@
+package redisstep
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/scripts"
+)
+
+// Defaults of the options both adapters share.
+const (
+	DefaultMaxWaiters  = 10000
+	DefaultPurgeLimit  = 100
+	DefaultWaitTimeout = 100 * time.Millisecond
+)
+
+// Options are the options both adapters share; each adapter documents them
+// on its own Options type.
+type Options struct {
+	Prefix                 string
+	MaxWaiters, PurgeLimit int
+	ShardedPubSub          bool
+	WaitReplicas           int
+	WaitTimeout            time.Duration
+}
+
+// Config is validated Options with their defaults filled in.
+type Config struct {
+	name         string // the adapter, for error texts
+	ks           keys.Keyspace
+	maxWaiters   int
+	purgeLimit   int
+	publish      scripts.Publish
+	waitReplicas int
+	waitTimeout  time.Duration
+}
+
+// Validate checks o, fills in the defaults and returns the Config. name
+// starts its error texts, e.g. "redisbackend".
+func Validate(name string, o Options) (Config, error) {
+	ks, err := keys.New(o.Prefix)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: Options.Prefix: %w", name, err)
+	}
+	c := Config{name: name, ks: ks, maxWaiters: o.MaxWaiters, purgeLimit: o.PurgeLimit, publish: scripts.Classic}
+	switch {
+	case c.maxWaiters == 0:
+		c.maxWaiters = DefaultMaxWaiters
+	case c.maxWaiters < 0:
+		return Config{}, fmt.Errorf("%s: Options.MaxWaiters %d is negative", name, c.maxWaiters)
+	}
+	switch {
+	case c.purgeLimit == 0:
+		c.purgeLimit = DefaultPurgeLimit
+	case c.purgeLimit < 0 || c.purgeLimit > scripts.MaxPurgeLimit:
+		return Config{}, fmt.Errorf("%s: Options.PurgeLimit %d is not in 1..%d", name, c.purgeLimit, scripts.MaxPurgeLimit)
+	}
+	if o.ShardedPubSub {
+		c.publish = scripts.Sharded
+	}
+	switch {
+	case o.WaitReplicas < 0:
+		return Config{}, fmt.Errorf("%s: Options.WaitReplicas %d is negative", name, o.WaitReplicas)
+	case o.WaitTimeout < 0:
+		return Config{}, fmt.Errorf("%s: Options.WaitTimeout %v is negative", name, o.WaitTimeout)
+	case o.WaitReplicas > 0:
+		c.waitReplicas, c.waitTimeout = o.WaitReplicas, o.WaitTimeout
+		if c.waitTimeout == 0 {
+			c.waitTimeout = DefaultWaitTimeout
+		}
+		if c.waitTimeout < time.Millisecond {
+			return Config{}, fmt.Errorf("%s: Options.WaitTimeout %v is below WAIT's resolution of 1ms", name, c.waitTimeout)
+		}
+	}
+	return c, nil
+}
+
+// Keyspace returns the key names in use.
+func (c Config) Keyspace() keys.Keyspace { return c.ks }
+
+// Sharded reports whether wake-ups go by SPUBLISH.
+func (c Config) Sharded() bool { return c.publish == scripts.Sharded }
+
+// WaitReplicas returns Options.WaitReplicas; 0 means no WAIT.
+func (c Config) WaitReplicas() int { return c.waitReplicas }
+
+// WaitTimeout returns Options.WaitTimeout with its default, when
+// WaitReplicas is above zero.
+func (c Config) WaitTimeout() time.Duration { return c.waitTimeout }
+
+// MaxWaiters returns Options.MaxWaiters with its default.
+func (c Config) MaxWaiters() int { return c.maxWaiters }
+
+// PurgeLimit returns Options.PurgeLimit with its default.
+func (c Config) PurgeLimit() int { return c.purgeLimit }

@@ -1,0 +1,93 @@
+package redisstep
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// fakeClient answers each Eval with the next reply of its script.
+type fakeClient struct {
+	replies []Reply
+	sent    []bool // eval flag of each Eval
+}
+
+var (
+	errNoScript = errors.New("NOSCRIPT")
+	errRefused  = errors.New("refused")
+	errReset    = errors.New("reset")
+)
+
+func (f *fakeClient) Eval(_ context.Context, _ Call, eval bool) Reply {
+	f.sent = append(f.sent, eval)
+	r := f.replies[0]
+	f.replies = f.replies[1:]
+	return r
+}
+
+func (f *fakeClient) EvalAll(ctx context.Context, calls []Call, eval bool) []Reply {
+	out := make([]Reply, len(calls))
+	for i, c := range calls {
+		out[i] = f.Eval(ctx, c, eval)
+	}
+	return out
+}
+
+func (f *fakeClient) Kind(err error) Kind {
+	switch err {
+	case nil:
+		return KindOK
+	case errNoScript:
+		return KindNoScript
+	case errRefused:
+		return KindUnsent
+	case errReset:
+		return KindUnknown
+	}
+	return KindReply
+}
+
+func newFake(t *testing.T, h Hooks, replies ...Reply) (*Steps, *fakeClient) {
+	t.Helper()
+	cfg, err := Validate("test", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeClient{replies: replies}
+	return New(cfg, f, nil, h), f
+}
+
+// A NOSCRIPT reply is followed by the same call as EVAL.
+func TestNoScriptFallsBackToEval(t *testing.T) {
+	s, f := newFake(t, Hooks{}, Reply{Err: errNoScript}, Reply{})
+	if err := s.Extend(context.Background(), "x", "T", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.sent) != 2 || f.sent[0] || !f.sent[1] {
+		t.Fatalf("sent (eval flags) %v, want EVALSHA then EVAL", f.sent)
+	}
+}
+
+// A round trip that never reached the server is unsent; one whose resend
+// never reached it, after a first try that may have, is unknown.
+func TestFailureKinds(t *testing.T) {
+	s, _ := newFake(t, Hooks{}, Reply{Err: errRefused})
+	if err := s.Extend(context.Background(), "x", "T", time.Second); !backend.Unsent(err) || !errors.Is(err, errRefused) {
+		t.Fatalf("refused = %v, want an unsent error matching the client's", err)
+	}
+	s, f := newFake(t, Hooks{ResendBroken: true}, Reply{Err: errReset}, Reply{Err: errRefused})
+	err := s.Extend(context.Background(), "x", "T", time.Second)
+	if len(f.sent) != 2 {
+		t.Fatalf("sent %d times, want the step resent once", len(f.sent))
+	}
+	if backend.Unsent(err) || backend.KindOf(err) != backend.KindUnknown {
+		t.Fatalf("reset then refused = %v (kind %v), want unknown: the first try may have run", err, backend.KindOf(err))
+	}
+	s, _ = newFake(t, Hooks{}, Reply{Err: errors.New("LOCKNOTHELD the token does not hold the lock")})
+	if err := s.Extend(context.Background(), "x", "T", time.Second); !errors.Is(err, backend.ErrNotHeld) || backend.KindOf(err) != backend.KindAnswer {
+		t.Fatalf("not held = %v, want ErrNotHeld, the store's answer", err)
+	}
+}

@@ -1,0 +1,291 @@
+package redisstep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/scripts"
+)
+
+// Hooks are an adapter's additions to the shared steps. The zero value
+// adds nothing.
+type Hooks struct {
+	// ResendBroken sends a step once more when its round trip failed on
+	// the connection. For a client that never resends a write itself
+	// (rueidis): a connection that broke while idle is often noticed only
+	// by the next command on it. Every step is idempotent by token
+	// (release through the scripts' "rel" field), so a resend is safe.
+	ResendBroken bool
+	// OnWrite is told of the adapter's own writes: after a Release that
+	// may have freed id (all false), and after a Leave that may have
+	// changed id's queue (all true).
+	OnWrite func(id string, all bool)
+}
+
+// Steps are the backend steps of a Redis adapter: backend.Lock,
+// backend.Queue, backend.Batcher and backend.Resolver. An adapter embeds
+// it and adds Subscribe and Close. Safe for concurrent use.
+type Steps struct {
+	cfg    Config
+	c      Client
+	r      Replicas // nil unless cfg.waitReplicas > 0
+	hooks  Hooks
+	closed atomic.Bool
+}
+
+// New returns the steps of cfg on c. r is needed when cfg has WaitReplicas.
+func New(cfg Config, c Client, r Replicas, h Hooks) *Steps {
+	return &Steps{cfg: cfg, c: c, r: r, hooks: h}
+}
+
+// ConfigOf returns the Config s runs with.
+func ConfigOf(s *Steps) Config { return s.cfg }
+
+// Check returns backend.ErrClosed once s is closed, else ctx's error.
+func Check(s *Steps, ctx context.Context) error {
+	if s.closed.Load() {
+		return backend.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// Close marks s closed; it reports false when s already was.
+func Close(s *Steps) bool { return s.closed.CompareAndSwap(false, true) }
+
+// Prefix returns the key prefix in use.
+func (s *Steps) Prefix() string { return s.cfg.ks.Prefix() }
+
+// Resolution returns one millisecond: leases are set with PX.
+func (s *Steps) Resolution() time.Duration { return time.Millisecond }
+
+func (s *Steps) acquireCall(req backend.AcquireRequest) Call {
+	k, a := scripts.AcquireCall(s.cfg.ks.For(req.ID), req, s.cfg.maxWaiters, s.cfg.purgeLimit, s.cfg.publish)
+	return Call{Script: scripts.Acquire, Keys: k, Args: a}
+}
+
+func (s *Steps) releaseCall(id, token string) Call {
+	k, a := scripts.ReleaseCall(s.cfg.ks.For(id), token, s.cfg.purgeLimit, s.cfg.publish)
+	return Call{Script: scripts.Release, Keys: k, Args: a}
+}
+
+func (s *Steps) leaveCall(id, token string) Call {
+	k, a := scripts.LeaveCall(s.cfg.ks.For(id), token, s.cfg.purgeLimit, s.cfg.publish)
+	return Call{Script: scripts.Leave, Keys: k, Args: a}
+}
+
+// Acquire runs the acquire script: fair try-acquire with optional enqueue.
+func (s *Steps) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
+	if err := Check(s, ctx); err != nil {
+		return backend.Grant{}, err
+	}
+	c := s.acquireCall(req)
+	if s.cfg.waitReplicas == 0 {
+		r, err := s.run(ctx, c)
+		if err != nil {
+			return backend.Grant{}, err
+		}
+		return s.acquireResult(r)
+	}
+	res, acks, err := s.runReplicated(ctx, []Call{c})
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	g, err := s.acquireResult(res[0])
+	if err == nil && g.Acquired && acks[0] < int64(s.cfg.waitReplicas) {
+		s.unconfirmed(ctx, req.ID, req.Token)
+		return backend.Grant{}, s.notReplicated(acks[0])
+	}
+	return g, err
+}
+
+// Release runs the release script: compare-and-delete, then wake the head.
+func (s *Steps) Release(ctx context.Context, id, token string) error {
+	if err := Check(s, ctx); err != nil {
+		return err
+	}
+	return s.release(ctx, id, token)
+}
+
+func (s *Steps) release(ctx context.Context, id, token string) error {
+	r, err := s.run(ctx, s.releaseCall(id, token))
+	if err == nil {
+		err = s.replyErr(r.Err)
+	}
+	if s.hooks.OnWrite != nil && !errors.Is(err, backend.ErrNotHeld) {
+		s.hooks.OnWrite(id, false) // released, or maybe (unknown outcome)
+	}
+	return err
+}
+
+// Extend runs the extend script: compare-and-PEXPIRE.
+func (s *Steps) Extend(ctx context.Context, id, token string, ttl time.Duration) error {
+	if err := Check(s, ctx); err != nil {
+		return err
+	}
+	k, a := scripts.ExtendCall(s.cfg.ks.For(id), token, ttl)
+	c := Call{Script: scripts.Extend, Keys: k, Args: a}
+	if s.cfg.waitReplicas == 0 {
+		r, err := s.run(ctx, c)
+		if err != nil {
+			return err
+		}
+		return s.replyErr(r.Err)
+	}
+	res, acks, err := s.runReplicated(ctx, []Call{c})
+	if err != nil {
+		return err
+	}
+	if err := s.replyErr(res[0].Err); err != nil {
+		return err
+	}
+	if acks[0] < int64(s.cfg.waitReplicas) {
+		return s.notReplicated(acks[0])
+	}
+	return nil
+}
+
+// Leave runs the leave script: drop the entry, release a raced grant, wake
+// the new head.
+func (s *Steps) Leave(ctx context.Context, id, token string) error {
+	if err := Check(s, ctx); err != nil {
+		return err
+	}
+	r, err := s.run(ctx, s.leaveCall(id, token))
+	if err != nil {
+		s.wrote(id, true, err)
+		return err
+	}
+	changed, err := s.leaveResult(r)
+	s.wrote(id, changed, err)
+	return err
+}
+
+// wrote tells OnWrite of a Leave of id that changed its queue or failed.
+func (s *Steps) wrote(id string, changed bool, err error) {
+	if s.hooks.OnWrite != nil && (changed || err != nil) {
+		s.hooks.OnWrite(id, true)
+	}
+}
+
+// Heartbeat runs the heartbeat script once per id (the waiters of one id
+// share a call), all of them in one round trip.
+func (s *Steps) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterTTL time.Duration) ([]backend.HeartbeatResult, error) {
+	if err := Check(s, ctx); err != nil {
+		return nil, err
+	}
+	if len(waiters) == 0 {
+		return nil, nil
+	}
+	groups := scripts.GroupHeartbeats(waiters)
+	calls := make([]Call, len(groups))
+	for i, g := range groups {
+		k, a := scripts.HeartbeatCall(s.cfg.ks.For(g.ID), g.Tokens, waiterTTL, s.cfg.purgeLimit, s.cfg.publish)
+		calls[i] = Call{Script: scripts.Heartbeat, Keys: k, Args: a}
+	}
+	res, err := s.runAll(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backend.HeartbeatResult, len(waiters))
+	for i, g := range groups {
+		if err := s.replyErr(res[i].Err); err != nil {
+			return nil, err
+		}
+		if err := scripts.ScatterHeartbeat(out, g, res[i].Ints); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.cfg.name, err)
+		}
+	}
+	return out, nil
+}
+
+// AcquireBatch runs one acquire script per request, in one round trip.
+// ErrQueueFull is reported per request.
+func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	if err := Check(s, ctx); err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	calls := make([]Call, len(reqs))
+	for i, r := range reqs {
+		calls[i] = s.acquireCall(r)
+	}
+	var res []Reply
+	var acks []int64
+	var err error
+	if s.cfg.waitReplicas == 0 {
+		res, err = s.runAll(ctx, calls)
+	} else {
+		res, acks, err = s.runReplicated(ctx, calls)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backend.BatchGrant, len(reqs))
+	for i, r := range res {
+		g, err := s.acquireResult(r)
+		if err != nil && !errors.Is(err, backend.ErrQueueFull) {
+			return nil, err
+		}
+		if err == nil && g.Acquired && acks != nil && acks[i] < int64(s.cfg.waitReplicas) {
+			s.unconfirmed(ctx, reqs[i].ID, reqs[i].Token)
+			g, err = backend.Grant{}, s.notReplicated(acks[i])
+		}
+		out[i] = backend.BatchGrant{Grant: g, Err: err}
+	}
+	return out, nil
+}
+
+// LeaveBatch runs one leave script per waiter, in one round trip.
+func (s *Steps) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
+	if err := Check(s, ctx); err != nil {
+		return err
+	}
+	if len(waiters) == 0 {
+		return nil
+	}
+	calls := make([]Call, len(waiters))
+	for i, w := range waiters {
+		calls[i] = s.leaveCall(w.ID, w.Token)
+	}
+	res, err := s.runAll(ctx, calls)
+	if err != nil {
+		for _, w := range waiters {
+			s.wrote(w.ID, true, err)
+		}
+		return err
+	}
+	var first error
+	for i, r := range res {
+		changed, err := s.leaveResult(r)
+		s.wrote(waiters[i].ID, changed, err)
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (s *Steps) acquireResult(r Reply) (backend.Grant, error) {
+	if err := s.replyErr(r.Err); err != nil {
+		return backend.Grant{}, err
+	}
+	return scripts.ParseAcquire(r.Ints)
+}
+
+// leaveResult reports whether a leave removed an entry or released the
+// lock.
+func (s *Steps) leaveResult(r Reply) (changed bool, err error) {
+	if err := s.replyErr(r.Err); err != nil {
+		return false, err
+	}
+	if len(r.Ints) != 2 {
+		return false, fmt.Errorf("%s: leave replied %d values, want 2", s.cfg.name, len(r.Ints))
+	}
+	return r.Ints[0] != 0 || r.Ints[1] != 0, nil
+}

@@ -1,0 +1,69 @@
+package redisbackend
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock"
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/redisstep"
+)
+
+// closedAddr returns an address on which nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// With nothing listening, an Acquire fails after its one step: a step that
+// never reached the server is not followed by a cleanup round trip.
+func TestWrongPortCostsOneCommand(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: closedAddr(t), DialerRetries: 1, MaxRetries: -1})
+	defer client.Close()
+	cnt := &counter{}
+	client.AddHook(cnt)
+	b, err := New(client, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lock.New(b, &lock.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer l.Close()
+	_, err = l.Acquire(ctx, "x", time.Second)
+	if !errors.Is(err, lock.ErrBackend) || !backend.Unsent(err) {
+		t.Fatalf("Acquire with nothing listening = %v; want a backend error of a step that was never sent", err)
+	}
+	if cmds, _, names := cnt.take(); cmds != 1 {
+		t.Fatalf("Acquire with nothing listening attempted %d commands (%s), want 1: no cleanup after a step that never reached the server", cmds, names)
+	}
+}
+
+// The client's errors are classified: a dial failure and a closed client
+// are unsent, a reply is the server's answer.
+func TestKind(t *testing.T) {
+	_, dialErr := net.Dial("tcp", closedAddr(t))
+	for _, c := range []struct {
+		err  error
+		want redisstep.Kind
+	}{
+		{nil, redisstep.KindOK},
+		{dialErr, redisstep.KindUnsent},
+		{redis.ErrClosed, redisstep.KindUnsent},
+		{io.ErrUnexpectedEOF, redisstep.KindUnknown},
+	} {
+		if got := (commands{}).Kind(c.err); got != c.want {
+			t.Errorf("Kind(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package rueidisbackend
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/redis/rueidis"
+
+	"github.com/redislocker/lock/internal/redisstep"
+)
+
+// commands is the rueidis plumbing of the shared step layer.
+type commands struct{ c rueidis.Client }
+
+// Eval sends one call.
+func (r commands) Eval(ctx context.Context, c redisstep.Call, eval bool) redisstep.Reply {
+	return reply(r.c.Do(ctx, script(r.c, c, eval)))
+}
+
+// EvalAll sends calls in one DoMulti; a cluster client splits it per
+// master.
+func (r commands) EvalAll(ctx context.Context, calls []redisstep.Call, eval bool) []redisstep.Reply {
+	cmds := make(rueidis.Commands, len(calls))
+	for i, c := range calls {
+		cmds[i] = script(r.c, c, eval)
+	}
+	return replies(r.c.DoMulti(ctx, cmds...))
+}
+
+// script builds c's EVALSHA, or EVAL with eval.
+func script(client rueidis.Client, c redisstep.Call, eval bool) rueidis.Completed {
+	if eval {
+		return client.B().Eval().Script(c.Script.Source).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+	}
+	return client.B().Evalsha().Sha1(c.Script.SHA1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+}
+
+func reply(r rueidis.RedisResult) redisstep.Reply {
+	if err := r.Error(); err != nil {
+		return redisstep.Reply{Err: err}
+	}
+	if m, err := r.ToMessage(); err == nil && m.IsArray() {
+		vals, err := m.AsIntSlice()
+		return redisstep.Reply{Ints: vals, Err: err}
+	}
+	return redisstep.Reply{}
+}
+
+func replies(rs []rueidis.RedisResult) []redisstep.Reply {
+	out := make([]redisstep.Reply, len(rs))
+	for i, r := range rs {
+		out[i] = reply(r)
+	}
+	return out
+}
+
+// Kind classifies a rueidis error. A failed dial is unsent: rueidis writes
+// a command only on a connection it has, and never resends a write.
+func (commands) Kind(err error) redisstep.Kind {
+	if err == nil {
+		return redisstep.KindOK
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok && !re.IsNil() {
+		if re.IsNoScript() {
+			return redisstep.KindNoScript
+		}
+		if _, ask := re.IsAsk(); ask {
+			return redisstep.KindAsk
+		}
+		if _, moved := re.IsMoved(); moved || re.IsTryAgain() || re.IsClusterDown() {
+			return redisstep.KindTryAgain
+		}
+		return redisstep.KindReply
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return redisstep.KindUnsent
+	}
+	return redisstep.KindUnknown
+}
