@@ -44,6 +44,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,7 +64,7 @@ type Script struct {
 
 // The scripts.
 var (
-	Acquire   = load("acquire")
+	Acquire   = load("acquire", "acquire_step")
 	Release   = load("release")
 	Extend    = load("extend")
 	Leave     = load("leave")
@@ -75,16 +76,24 @@ func All() []Script {
 	return []Script{Acquire, Release, Extend, Leave, Heartbeat}
 }
 
-func load(name string) Script {
-	lib, err := files.ReadFile("lua/lib.lua")
-	if err != nil {
-		panic(err)
+// load returns the script lua/<name>.lua, prefixed by lib.lua and by the
+// shared parts lua/<part>.lua, in that order.
+func load(name string, parts ...string) Script {
+	var src strings.Builder
+	for _, f := range append(append([]string{"lib"}, parts...), name) {
+		b, err := files.ReadFile("lua/" + f + ".lua")
+		if err != nil {
+			panic(err)
+		}
+		if src.Len() > 0 {
+			src.WriteByte('\n')
+		}
+		src.Write(b)
 	}
-	body, err := files.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	src := string(lib) + "\n" + string(body)
+	return newScript(name, src.String())
+}
+
+func newScript(name, src string) Script {
 	sum := sha1.Sum([]byte(src))
 	return Script{Name: name, Source: src, SHA1: hex.EncodeToString(sum[:])}
 }
@@ -151,41 +160,34 @@ func Millis(d time.Duration) string {
 	if d%time.Millisecond > 0 {
 		ms++
 	}
-	return fmt.Sprint(int64(ms))
+	return strconv.FormatInt(int64(ms), 10)
 }
 
-// AcquireCall returns the KEYS and ARGV of acquire.
+// AcquireCall returns the KEYS and ARGV of acquire, with tracking on
+// (see [NewConsts]; a Backend makes its Consts once instead).
 func AcquireCall(k keys.ID, req backend.AcquireRequest, maxWaiters, purgeLimit int, pub Publish) (keys, args []string) {
-	wait, wttl := "0", "0"
-	if req.Wait {
-		wait, wttl = "1", Millis(req.WaiterTTL)
-	}
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters},
-		[]string{req.Token, Millis(req.TTL), wait, wttl, fmt.Sprint(maxWaiters), fmt.Sprint(purgeLimit), k.Channel, string(pub)}
+	return NewConsts(maxWaiters, purgeLimit, pub, true).Acquire(k, req)
 }
 
 // ReleaseCall returns the KEYS and ARGV of release.
 func ReleaseCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, fmt.Sprint(purgeLimit), k.Channel, string(pub)}
+	return NewConsts(1, purgeLimit, pub, false).Release(k, token)
 }
 
-// ExtendCall returns the KEYS and ARGV of extend.
+// ExtendCall returns the KEYS and ARGV of extend, with tracking on.
 func ExtendCall(k keys.ID, token string, ttl time.Duration) (keys, args []string) {
-	return []string{k.Lock}, []string{token, Millis(ttl)}
+	return Consts{tracking: "1"}.Extend(k, token, ttl)
 }
 
 // LeaveCall returns the KEYS and ARGV of leave.
 func LeaveCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, fmt.Sprint(purgeLimit), k.Channel, string(pub)}
+	return NewConsts(1, purgeLimit, pub, false).Leave(k, token)
 }
 
 // HeartbeatCall returns the KEYS and ARGV of heartbeat for tokens of one
 // id (at most MaxHeartbeatBatch).
 func HeartbeatCall(k keys.ID, tokens []string, waiterTTL time.Duration, purgeLimit int, pub Publish) (keys, args []string) {
-	args = make([]string, 0, 4+len(tokens))
-	args = append(args, Millis(waiterTTL), fmt.Sprint(purgeLimit), k.Channel, string(pub))
-	args = append(args, tokens...)
-	return []string{k.Lock, k.Queue, k.Deadlines}, args
+	return NewConsts(1, purgeLimit, pub, false).Heartbeat(k, tokens, waiterTTL)
 }
 
 // ParseAcquire turns acquire's reply into a Grant.

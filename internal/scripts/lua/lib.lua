@@ -32,10 +32,22 @@ local function valid_token(s)
   return type(s) == 'string' and #s > 0 and #s <= 128
 end
 
+-- now_us returns the server's clock in microseconds (about 1.8e15 today,
+-- exact as a Lua number until the year 2255).
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
 -- now_ms returns the server's clock in milliseconds.
 local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return math.floor(now_us() / 1000)
+end
+
+-- int formats a Lua number as an integer argument: redis.call would
+-- format it with 14 significant digits, which rounds a microsecond clock.
+local function int(x)
+  return string.format('%.0f', x)
 end
 
 -- publish_cmd returns ARGV[i] when it names the command that carries
@@ -82,4 +94,94 @@ local function keep_queue(q, d, ttl)
     redis.call('PEXPIRE', q, ttl)
     redis.call('PEXPIRE', d, ttl)
   end
+end
+
+-- FENCE_IDLE is how long, in ms, an id's fence key outlives its last grant
+-- (or its lease, when that is longer): one hour. While it lives, fences of
+-- the id strictly increase even if the server's clock steps back.
+local FENCE_IDLE = 3600000
+
+-- SET_GET reports whether SET takes the GET option in a script here
+-- (Redis 6.2 does, but only Redis 7.0 tells its version to scripts).
+local SET_GET = (tonumber(redis.REDIS_VERSION_NUM) or 0) >= 0x070000
+
+-- fence_of parses a fence key's value: "<fence>", then a mark per release
+-- since the last grant but one, ":<length>:<token>" (a grant keeps only the
+-- last mark). It returns the fence (0 for a missing or foreign value) and
+-- the last mark's token, or nil.
+local function fence_of(v)
+  if type(v) ~= 'string' then return 0, nil end
+  local f, pos = string.match(v, '^(%d+)()')
+  if not f then return 0, nil end
+  local tok = nil
+  while true do
+    local len, at = string.match(v, '^:(%d+):()', pos)
+    if not len then break end
+    tok = string.sub(v, at, at + tonumber(len) - 1)
+    pos = at + tonumber(len)
+  end
+  return tonumber(f), tok
+end
+
+-- mark returns the fence key's mark of a release by token.
+local function mark(token)
+  return ':' .. #token .. ':' .. token
+end
+
+-- read_fence returns the last fence recorded in the fence key n and the
+-- token of the release recorded after it, if any. A hash (the counters of
+-- an older version of these scripts) yields its "fence" field.
+local function read_fence(n)
+  local v = redis.pcall('GET', n)
+  if type(v) == 'table' and v.err then
+    return tonumber(redis.call('HGET', n, 'fence')) or 0, nil
+  end
+  return fence_of(v)
+end
+
+-- next_fence records and returns the id's next fence: the server's clock
+-- in microseconds, or the last fence + 1 when that is not below it. The
+-- fence key n keeps it for keep ms (FENCE_IDLE, or the lease when that is
+-- longer), and keeps the mark of the last release (see release.lua). us,
+-- when given, is the clock already read by this step. Cost: TIME and one
+-- SET ... GET, one APPEND more after a release, one SET more when the
+-- clock is not past the last fence (rare); GET and SET before Redis 7.
+local function next_fence(n, keep, us)
+  local f = us or now_us()
+  if SET_GET then
+    local old = redis.pcall('SET', n, int(f), 'PX', keep, 'GET')
+    if type(old) ~= 'table' then -- the old value, or false: no key
+      local last, rel = fence_of(old)
+      if last >= f then
+        f = last + 1
+        redis.call('SET', n, int(f), 'PX', keep)
+      end
+      if rel then redis.call('APPEND', n, mark(rel)) end
+      return f
+    end
+    -- An error: n is an older version's hash; SET GET wrote nothing.
+  end
+  local last, rel = read_fence(n)
+  if last >= f then f = last + 1 end
+  local v = int(f)
+  if rel then v = v .. mark(rel) end
+  redis.call('SET', n, v, 'PX', keep)
+  return f
+end
+
+-- fence_keep returns how long the fence key must live after a grant or
+-- an extend with lease TTL ttl (ms): FENCE_IDLE, or ttl when longer, so
+-- that the key outlives the lease and a retried grant finds its fence.
+local function fence_keep(ttl)
+  if ttl > FENCE_IDLE then return ttl end
+  return FENCE_IDLE
+end
+
+-- flag returns ARGV[i] as a boolean: "1" is true, "0" or no argument is
+-- false; anything else is nil (invalid).
+local function flag(i)
+  local v = ARGV[i]
+  if v == nil or v == '0' then return false end
+  if v == '1' then return true end
+  return nil
 end

@@ -1,16 +1,19 @@
 -- release: compare-and-delete of the lock, then wake the head
 -- (backend checklist items 3 and 7).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] counters
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence
 -- ARGV[1] token
 -- ARGV[2] purge limit
 -- ARGV[3] wake-up channel
 -- ARGV[4] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
 --
--- A release records its token in the counters hash (field "rel"), so that
--- the same release sent again (a client that resends a command whose reply
--- was lost, as go-redis does) is answered 1 instead of LOCKNOTHELD: the
--- first one did release. It never touches a lock another token holds.
+-- A release appends a mark ":<length>:<token>" to the fence key (a grant
+-- replaces the fence and keeps only the last mark), so that the same
+-- release sent again (a client that resends a command whose reply was
+-- lost, as go-redis does) is answered 1 instead of LOCKNOTHELD: the first
+-- one did release. The mark lives until the next release, or as long as
+-- the fence key. It never touches a lock another token holds, and writes
+-- no key without a TTL.
 --
 -- Reply: 1. Error replies: LOCKNOTHELD (nothing changed), LOCKBADARG.
 local token = ARGV[1]
@@ -22,13 +25,20 @@ if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'mu
 local publish, why = publish_cmd(4)
 if not publish then return bad_arg('publish', why) end
 
-local lock, q, d, counters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, q, d, n = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 if redis.call('GET', lock) ~= token then
-  if redis.call('HGET', counters, 'rel') == token then return 1 end
+  local _, released = read_fence(n)
+  if released == token then return 1 end
   return fail('LOCKNOTHELD', 'the token does not hold the lock')
 end
 redis.call('DEL', lock)
-redis.call('HSET', counters, 'rel', token)
+-- Mark the release. A fence key that is gone (the lease outlived it,
+-- which extend prevents) or is an older version's hash gets a fresh one.
+local m = mark(token)
+local len = redis.pcall('APPEND', n, m)
+if type(len) ~= 'number' or len == #m then
+  redis.call('SET', n, int(now_us()) .. m, 'PX', FENCE_IDLE)
+end
 -- Fast path: no queue key, nobody to wake.
 if redis.call('EXISTS', q) == 0 then return 1 end
 -- Wake a live head, not one that stopped heartbeating.
