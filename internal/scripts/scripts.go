@@ -73,7 +73,7 @@ var (
 
 // All returns every script, e.g. to SCRIPT LOAD them up front.
 func All() []Script {
-	return []Script{Acquire, Release, Extend, Leave, Heartbeat}
+	return []Script{Acquire, Release, Extend, Leave, Heartbeat, AcquireMany}
 }
 
 // load returns the script lua/<name>.lua, prefixed by lib.lua and by the
