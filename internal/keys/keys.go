@@ -1,5 +1,9 @@
 // Package keys maps lock ids to Redis key names.
 //
+// Every key has a TTL: nothing is left of an id once it has been idle for
+// an hour after its last grant or extend (or its lease, when longer) and
+// three waiter TTLs after its last waiter's heartbeat.
+//
 // Every key of one id carries the same hash tag, so that one Lua script can
 // touch all of them, also on Redis Cluster:
 //
@@ -29,13 +33,20 @@ const (
 	// with the lease's expiry as its TTL.
 	SuffixLock = "lock"
 	// SuffixQueue names the queue: a sorted set of waiter tokens scored by
-	// ticket.
+	// ticket (the server's clock in µs, raised past the queue's last
+	// ticket). TTL: at least 3 waiter TTLs after the last enqueue or
+	// heartbeat; gone once empty.
 	SuffixQueue = "q"
 	// SuffixDeadlines names the waiter deadlines: a sorted set of waiter
-	// tokens scored by deadline (milliseconds of the server's clock).
+	// tokens scored by deadline (milliseconds of the server's clock). TTL:
+	// as the queue's.
 	SuffixDeadlines = "dl"
-	// SuffixCounters names the counters: a hash with the fields "fence"
-	// and "ticket". It is the only key of an id without a TTL.
+	// SuffixCounters names the fence key: a string holding the id's last
+	// fence, followed by the mark of the last release,
+	// "<fence>:<length>:<token>", which answers a resent release. TTL: an
+	// hour after the last grant or extend, or the lease when longer. (An
+	// older version kept a hash here, with no TTL; the scripts take it
+	// over.)
 	SuffixCounters = "n"
 	// SuffixChannel names the pub/sub channel that carries wake-ups.
 	SuffixChannel = "wake"
@@ -158,7 +169,7 @@ type ID struct {
 	Lock      string // string: owner token, TTL = the lease
 	Queue     string // zset: waiter token -> ticket
 	Deadlines string // zset: waiter token -> deadline in ms of the server's clock
-	Counters  string // hash: "fence", "ticket"; never expires
+	Counters  string // string: last fence, then the last release's mark; TTL >= an hour
 	Channel   string // pub/sub channel of wake-ups; payload: the head's token
 }
 
