@@ -20,7 +20,7 @@ func TestFenceAfterStateLoss(t *testing.T) {
 		l := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{})
 		ids := []string{"order-1", "order-2", "order-3"}
 		last := map[string]uint64{}
-		stale := map[string]string{} // each id's fence key after its first grant
+		stale := map[string]string{} // each id's fence after its first grant
 		// cycle acquires and releases every id n times, retrying while the
 		// client reconnects, and checks each fence against the last one.
 		cycle := func(event string, n int) {
@@ -48,7 +48,7 @@ func TestFenceAfterStateLoss(t *testing.T) {
 					}
 					last[id] = f
 					if _, ok := stale[id]; !ok {
-						stale[id] = e.raw.Get(context.Background(), e.ks.For(id).Counters).Val()
+						stale[id] = e.raw.HGet(context.Background(), e.ks.For(id).Counters, "fence").Val()
 					}
 					if err := res.Lease.Release(context.Background()); err != nil {
 						t.Fatalf("%s: release %s: %v", event, id, err)
@@ -69,7 +69,7 @@ func TestFenceAfterStateLoss(t *testing.T) {
 
 		for _, id := range ids {
 			k := e.ks.For(id)
-			if err := e.raw.Set(context.Background(), k.Counters, stale[id], time.Hour).Err(); err != nil {
+			if err := e.raw.HSet(context.Background(), k.Counters, "fence", stale[id]).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -56,9 +56,9 @@ func evalsha(ctx context.Context, c *redis.Client, s Script, k, a []string) *red
 // costs the server, in commands (EVALSHA and the commands a script calls),
 // and prints it with the server's CPU time per cycle. The command counts
 // are the contract of the scripts' fast paths: EXISTS queue, SET NX PX,
-// TIME, SET GET (+ APPEND of the last release's mark) for the grant;
-// GET, DEL, APPEND, EXISTS queue for the release; PTTL after the grant
-// only with tracking.
+// TIME, HGET and HSET of the fence for the grant; GET, DEL, HSET of the
+// release record, EXISTS queue for the release; PTTL after the grant only
+// with tracking.
 func TestUncontendedCycleCost(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
@@ -97,7 +97,7 @@ func TestUncontendedCycleCost(t *testing.T) {
 		if redistest.External() {
 			continue // another client may share the server
 		}
-		if per != float64(tc.want) {
+		if per < float64(tc.want) || per > float64(tc.want)+0.01 { // + a PEXPIRE of the fence key each half hour
 			t.Errorf("%s: %.2f server commands per cycle, want %d", tc.name, per, tc.want)
 		}
 	}
@@ -152,12 +152,15 @@ func BenchmarkUncontendedCycle(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			v.cycle()
 			calls0, cpu0 := serverStats(b, c)
+			us0, _ := scriptUsec(b, c)
 			b.ResetTimer()
 			for range b.N {
 				v.cycle()
 			}
 			b.StopTimer()
 			calls1, cpu1 := serverStats(b, c)
+			us1, _ := scriptUsec(b, c)
+			b.ReportMetric(float64(us1-us0)/float64(b.N), "server-script-µs/op")
 			b.ReportMetric(float64(calls1-calls0)/float64(b.N), "server-cmds/op")
 			b.ReportMetric((cpu1-cpu0)/float64(b.N), "server-cpu-µs/op")
 		})

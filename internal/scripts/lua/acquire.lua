@@ -4,7 +4,7 @@
 -- KEYS[1] lock       string: the owner token; its TTL is the lease
 -- KEYS[2] queue      zset: waiter token -> ticket
 -- KEYS[3] deadlines  zset: waiter token -> deadline (ms, server clock)
--- KEYS[4] fence      string: the id's last fence (see next_fence)
+-- KEYS[4] fence      hash: the id's last fence and release (see next_fence)
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms
 -- ARGV[3] wait: "1" enqueues the requester when not granted, "0" does not

@@ -4,7 +4,7 @@
 --
 -- Keys of the id: lock (string: the owner token; its TTL is the lease),
 -- q (zset: waiter token -> ticket), d (zset: waiter token -> deadline, ms
--- of the server's clock), n (string: the last fence, see next_fence).
+-- of the server's clock), n (hash: the last fence, see next_fence).
 -- The arguments are validated by the caller.
 --
 -- tracking: read the lock key again after writing it. A client-side-
@@ -28,9 +28,10 @@ end
 
 local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, limit, channel, publish, tracking)
   -- Fast path: no queue key (no waiter, live or dead) and a free lock.
-  -- This is the whole uncontended case: EXISTS, SET NX PX, TIME, SET GET.
+  -- This is the whole uncontended case: EXISTS, SET NX PX, TIME, HGET,
+  -- HSET.
   if redis.call('EXISTS', q) == 0 and redis.call('SET', lock, token, 'NX', 'PX', ttl) then
-    local fence = next_fence(n, fence_keep(ttl))
+    local fence = next_fence(n, ttl)
     if tracking then redis.call('PTTL', lock) end
     return {1, fence, ttl, 0, 0, 0, 0}
   end
@@ -46,9 +47,9 @@ local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, 
     -- too (WAIT counts the replicas that reached the connection's last
     -- write, and a connection that never wrote has nothing to wait for).
     local left = redis.call('PTTL', lock)
-    local fence = read_fence(n)
+    local fence = tonumber(redis.call('HGET', n, 'fence')) or 0
     if fence == 0 then
-      fence = next_fence(n, fence_keep(left)) -- its record is gone: a new, higher one
+      fence = next_fence(n, left) -- its record is gone: a new, higher one
     else
       redis.call('PEXPIRE', n, fence_keep(left))
     end
@@ -79,7 +80,7 @@ local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, 
       redis.call('ZREM', q, token)
       redis.call('ZREM', d, token)
     end
-    local fence = next_fence(n, fence_keep(ttl), us)
+    local fence = next_fence(n, ttl, us)
     redis.call('SET', lock, token, 'PX', ttl)
     if tracking then redis.call('PTTL', lock) end
     return {1, fence, ttl, 0, 0, 0, 0}

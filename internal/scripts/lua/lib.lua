@@ -96,78 +96,20 @@ local function keep_queue(q, d, ttl)
   end
 end
 
--- FENCE_IDLE is how long, in ms, an id's fence key outlives its last grant
--- (or its lease, when that is longer): one hour. While it lives, fences of
--- the id strictly increase even if the server's clock steps back.
+-- FENCE_IDLE is how long, in ms, an id's fence key lives after a grant
+-- that refreshes it: one hour. A grant refreshes it when its fence is in
+-- another half hour of the clock than the last fence (or its lease is
+-- longer than that), so the key outlives the id's last grant by 30 to 60
+-- minutes, and every lease. While it lives, fences of the id strictly
+-- increase even if the server's clock steps back.
 local FENCE_IDLE = 3600000
 
--- SET_GET reports whether SET takes the GET option in a script here
--- (Redis 6.2 does, but only Redis 7.0 tells its version to scripts).
-local SET_GET = (tonumber(redis.REDIS_VERSION_NUM) or 0) >= 0x070000
+-- FENCE_PERIOD is half of FENCE_IDLE, in µs of the clock: see FENCE_IDLE.
+local FENCE_PERIOD = FENCE_IDLE * 500
 
--- fence_of parses a fence key's value: "<fence>", then a mark per release
--- since the last grant but one, ":<length>:<token>" (a grant keeps only the
--- last mark). It returns the fence (0 for a missing or foreign value) and
--- the last mark's token, or nil.
-local function fence_of(v)
-  if type(v) ~= 'string' then return 0, nil end
-  local f, pos = string.match(v, '^(%d+)()')
-  if not f then return 0, nil end
-  local tok = nil
-  while true do
-    local len, at = string.match(v, '^:(%d+):()', pos)
-    if not len then break end
-    tok = string.sub(v, at, at + tonumber(len) - 1)
-    pos = at + tonumber(len)
-  end
-  return tonumber(f), tok
-end
-
--- mark returns the fence key's mark of a release by token.
-local function mark(token)
-  return ':' .. #token .. ':' .. token
-end
-
--- read_fence returns the last fence recorded in the fence key n and the
--- token of the release recorded after it, if any. A hash (the counters of
--- an older version of these scripts) yields its "fence" field.
-local function read_fence(n)
-  local v = redis.pcall('GET', n)
-  if type(v) == 'table' and v.err then
-    return tonumber(redis.call('HGET', n, 'fence')) or 0, nil
-  end
-  return fence_of(v)
-end
-
--- next_fence records and returns the id's next fence: the server's clock
--- in microseconds, or the last fence + 1 when that is not below it. The
--- fence key n keeps it for keep ms (FENCE_IDLE, or the lease when that is
--- longer), and keeps the mark of the last release (see release.lua). us,
--- when given, is the clock already read by this step. Cost: TIME and one
--- SET ... GET, one APPEND more after a release, one SET more when the
--- clock is not past the last fence (rare); GET and SET before Redis 7.
-local function next_fence(n, keep, us)
-  local f = us or now_us()
-  if SET_GET then
-    local old = redis.pcall('SET', n, int(f), 'PX', keep, 'GET')
-    if type(old) ~= 'table' then -- the old value, or false: no key
-      local last, rel = fence_of(old)
-      if last >= f then
-        f = last + 1
-        redis.call('SET', n, int(f), 'PX', keep)
-      end
-      if rel then redis.call('APPEND', n, mark(rel)) end
-      return f
-    end
-    -- An error: n is an older version's hash; SET GET wrote nothing.
-  end
-  local last, rel = read_fence(n)
-  if last >= f then f = last + 1 end
-  local v = int(f)
-  if rel then v = v .. mark(rel) end
-  redis.call('SET', n, v, 'PX', keep)
-  return f
-end
+-- The fence key n is a hash: "fence", the id's last fence, and "rel",
+-- the token of its last release (see release.lua). An older version kept
+-- the same fields there with no TTL; a grant gives it one.
 
 -- fence_keep returns how long the fence key must live after a grant or
 -- an extend with lease TTL ttl (ms): FENCE_IDLE, or ttl when longer, so
@@ -175,6 +117,21 @@ end
 local function fence_keep(ttl)
   if ttl > FENCE_IDLE then return ttl end
   return FENCE_IDLE
+end
+
+-- next_fence records and returns the id's next fence: the server's clock
+-- in microseconds (us, when this step read it already), or the last fence
+-- + 1 when that is not below it. ttl is the new lease's, in ms. Cost: TIME,
+-- HGET, HSET, and a PEXPIRE about once in half an hour of grants.
+local function next_fence(n, ttl, us)
+  local f = us or now_us()
+  local last = tonumber(redis.call('HGET', n, 'fence')) or 0
+  if last >= f then f = last + 1 end
+  redis.call('HSET', n, 'fence', int(f))
+  if math.floor(f / FENCE_PERIOD) ~= math.floor(last / FENCE_PERIOD) or ttl > FENCE_IDLE / 2 then
+    redis.call('PEXPIRE', n, fence_keep(ttl))
+  end
+  return f
 end
 
 -- flag returns ARGV[i] as a boolean: "1" is true, "0" or no argument is

@@ -7,13 +7,12 @@
 -- ARGV[3] wake-up channel
 -- ARGV[4] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
 --
--- A release appends a mark ":<length>:<token>" to the fence key (a grant
--- replaces the fence and keeps only the last mark), so that the same
--- release sent again (a client that resends a command whose reply was
--- lost, as go-redis does) is answered 1 instead of LOCKNOTHELD: the first
--- one did release. The mark lives until the next release, or as long as
--- the fence key. It never touches a lock another token holds, and writes
--- no key without a TTL.
+-- A release records its token in the fence key (field "rel"), so that
+-- the same release sent again (a client that resends a command whose reply
+-- was lost, as go-redis does) is answered 1 instead of LOCKNOTHELD: the
+-- first one did release. The record lives until the next release, or as
+-- long as the fence key. It never touches a lock another token holds, and
+-- writes no key without a TTL.
 --
 -- Reply: 1. Error replies: LOCKNOTHELD (nothing changed), LOCKBADARG.
 local token = ARGV[1]
@@ -27,17 +26,14 @@ if not publish then return bad_arg('publish', why) end
 
 local lock, q, d, n = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 if redis.call('GET', lock) ~= token then
-  local _, released = read_fence(n)
-  if released == token then return 1 end
+  if redis.call('HGET', n, 'rel') == token then return 1 end
   return fail('LOCKNOTHELD', 'the token does not hold the lock')
 end
 redis.call('DEL', lock)
--- Mark the release. A fence key that is gone (the lease outlived it,
--- which extend prevents) or is an older version's hash gets a fresh one.
-local m = mark(token)
-local len = redis.pcall('APPEND', n, m)
-if type(len) ~= 'number' or len == #m then
-  redis.call('SET', n, int(now_us()) .. m, 'PX', FENCE_IDLE)
+-- Record the release. A new field may mean a new key (the fence key
+-- expired under a lease the extends did not keep it for): give it a TTL.
+if redis.call('HSET', n, 'rel', token) == 1 and redis.call('PTTL', n) < 0 then
+  redis.call('PEXPIRE', n, FENCE_IDLE)
 end
 -- Fast path: no queue key, nobody to wake.
 if redis.call('EXISTS', q) == 0 then return 1 end
