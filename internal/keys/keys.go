@@ -1,8 +1,8 @@
 // Package keys maps lock ids to Redis key names.
 //
-// Every key has a TTL: nothing is left of an id once it has been idle for
-// an hour after its last grant or extend (or its lease, when longer) and
-// three waiter TTLs after its last waiter's heartbeat.
+// Every key has a TTL: nothing is left of an id at most an hour after its
+// last grant or extend (or the end of its lease, when later) and three
+// waiter TTLs after its last waiter's heartbeat.
 //
 // Every key of one id carries the same hash tag, so that one Lua script can
 // touch all of them, also on Redis Cluster:
@@ -41,12 +41,13 @@ const (
 	// tokens scored by deadline (milliseconds of the server's clock). TTL:
 	// as the queue's.
 	SuffixDeadlines = "dl"
-	// SuffixCounters names the fence key: a string holding the id's last
-	// fence, followed by the mark of the last release,
-	// "<fence>:<length>:<token>", which answers a resent release. TTL: an
-	// hour after the last grant or extend, or the lease when longer. (An
-	// older version kept a hash here, with no TTL; the scripts take it
-	// over.)
+	// SuffixCounters names the fence key: a hash with the fields "fence"
+	// (the id's last fence) and "rel" (the token of its last release,
+	// which answers a resent release). TTL: set to an hour by a grant about
+	// once per half hour of grants, and by a longer lease's grant or
+	// extend; it outlives the id's last grant by 30 to 60 minutes, and
+	// every lease. (An older version kept it with no TTL and a "ticket"
+	// field; the scripts give it a TTL.)
 	SuffixCounters = "n"
 	// SuffixChannel names the pub/sub channel that carries wake-ups.
 	SuffixChannel = "wake"
@@ -169,7 +170,7 @@ type ID struct {
 	Lock      string // string: owner token, TTL = the lease
 	Queue     string // zset: waiter token -> ticket
 	Deadlines string // zset: waiter token -> deadline in ms of the server's clock
-	Counters  string // string: last fence, then the last release's mark; TTL >= an hour
+	Counters  string // hash: "fence", "rel"; TTL: see SuffixCounters
 	Channel   string // pub/sub channel of wake-ups; payload: the head's token
 }
 
