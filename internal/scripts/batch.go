@@ -11,10 +11,10 @@ import (
 // one call (see lua/acquire_many.lua).
 var AcquireMany = load("acquire_many", "acquire_step")
 
-// MaxAcquireBatch is the most ids in one AcquireMany call. Free ids cost
-// the server about 4 µs each in the script (measured on Redis 7.0 by
-// TestAcquireManyChunkTime), so a full call blocks the server for about a
-// millisecond.
+// MaxAcquireBatch is the most ids in one AcquireMany call. A free id
+// costs the server about 10 µs in the script (two keys with a TTL are
+// written; BenchmarkAcquireMany, Redis 7.0 on a loaded 2-vCPU machine), so
+// a full call blocks the server for about 0.65 ms.
 const MaxAcquireBatch = 64
 
 // AcquireGroup is one AcquireMany call: requests whose ids share a hash
