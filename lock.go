@@ -18,7 +18,9 @@
 //   - S1 exclusive grants: for one id, grant intervals on the backend never overlap.
 //   - S2 conservative validity: [Lease.ValidUntil] is measured from the moment the
 //     acquire (or extend) was sent, so it never lies past the backend's expiry.
-//   - S3 fencing: [Lease.Fence] strictly increases per id, in grant order; Extend keeps it.
+//   - S3 fencing: [Lease.Fence] strictly increases per id, in grant order;
+//     Extend keeps it. The Redis backends keep this across idle periods,
+//     restarts and failovers under a clock assumption (the README states it).
 //   - S4 owner-only: Release and Extend compare the owner token; Extend never
 //     re-creates an expired lock. Otherwise they return [ErrNotHeld] and change nothing.
 //   - S5 lost leases are signalled: [Lease.Lost] is closed, and Do's context
@@ -28,11 +30,12 @@
 //   - S7 AcquireMany never leaves a lease held that the caller was not shown.
 //
 // Liveness and fairness:
-//   - L1 no lost wake-ups: a waiter subscribes before it checks, and the
-//     head keeps a timer at the holder's remaining TTL. Heartbeats double as
-//     a fallback check, so a free lock is noticed within one notification or
-//     one heartbeat interval (WaiterTimeout/3).
-//   - L2 FIFO among live waiters: grants follow queue tickets, not clocks.
+//   - L1 no lost wake-ups: a waiter subscribes before it checks; the head
+//     keeps a timer at the holder's remaining TTL; heartbeats double as a
+//     fallback check, so a free lock is noticed within one notification or
+//     within one heartbeat interval (WaiterTimeout/3).
+//   - L2 FIFO among live waiters: grants follow queue tickets, which the
+//     store hands out in enqueue order (never from client clocks).
 //   - L3 a waiter that stops heartbeating is purged after WaiterTimeout (by
 //     the backend's clock); a live waiter is never purged, and if it finds
 //     its entry gone it re-queues at the tail and logs a warning.
@@ -43,14 +46,17 @@
 //     cancellation is released.
 //
 // Hygiene: no goroutine outlives [Locker.Close] (a Locker runs one heartbeat
-// goroutine only while it has waiters); backends keep no state but
-// documented counters, and bound the work of each step.
+// goroutine only while it has waiters); every key a backend keeps expires,
+// so nothing is left of an id that stays idle for the backend's stated
+// bound; each step's work is bounded.
 //
 // # Where the guarantees end
 //
 // A lease is a promise of the backend, not of the world. On a single Redis
 // without persistence every lock is lost on a restart; with asynchronous
-// replicas a failover can grant a lock twice and move fences backwards. No
+// replicas a failover can grant a lock twice (fences still increase, under
+// the README's clock assumption, so a fenced resource turns the older
+// holder away). No
 // lease stops a holder that paused (GC, swap, SIGSTOP) from acting after its
 // lease ended: only a resource that checks the fencing token can reject such
 // a late write. Use [Lease.Fence] where correctness matters, and see the

@@ -802,3 +802,79 @@ func pct(samples []int64, q float64) float64 {
 	i = max(0, min(i, len(s)-1))
 	return float64(s[i])
 }
+
+// ---- bytes left per id ----
+
+// BytesLeft: what locking N distinct ids once each (lock, then unlock, as
+// a service locking "order-<id>" does) leaves on the server, per id. Keys
+// with a TTL go by BoundSeconds; keys without one stay for good, so
+// BytesAfterBound (the MEMORY USAGE of those, per id) is what the server
+// keeps after the idle bound, measured without waiting for it.
+type BytesLeft struct {
+	Lib             string
+	N               int
+	KeysPerID       float64 // keys right after the last unlock, per id
+	BytesPerID      float64 // their MEMORY USAGE, per id
+	BoundSeconds    float64 // the longest TTL among them: all of them are gone by then
+	BytesAfterBound float64 // MEMORY USAGE of the keys without a TTL, per id (target 0)
+	Err             string  `json:",omitempty"`
+}
+
+// bytesLeft runs the BytesLeft scenario for l with n ids and deletes what
+// it left. A library whose keys do not contain the id does not count.
+func (r *runner) bytesLeft(l lib, n int) (BytesLeft, error) {
+	out := BytesLeft{Lib: l.Name, N: n}
+	if r.admin == nil {
+		return out, errors.New("bytes left: no admin client")
+	}
+	p, err := l.New(r.newEnv())
+	if err != nil {
+		return out, err
+	}
+	defer p.Close()
+	ctx, cancel := bg(10 * time.Minute)
+	defer cancel()
+	marker := fmt.Sprintf("bl-%s-%d-", strings.NewReplacer("/", "-", "*", "-", "?", "-", "[", "-", "]", "-").Replace(l.Name), time.Now().UnixNano())
+	for i := range n {
+		unlock, err := p.Lock(ctx, fmt.Sprintf("%s%s%d", r.prefix, marker, i), time.Minute)
+		if err != nil {
+			return out, err
+		}
+		if err := unlock(ctx); err != nil {
+			return out, err
+		}
+	}
+	var keys int
+	var bytes, forever int64
+	var bound time.Duration
+	iter := r.admin.Scan(ctx, 0, "*"+marker+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		pttl, err := r.admin.PTTL(ctx, k).Result()
+		if err != nil {
+			return out, err
+		}
+		if pttl == -2 { // gone since the SCAN
+			continue
+		}
+		use, err := r.admin.MemoryUsage(ctx, k).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return out, err
+		}
+		keys++
+		bytes += use
+		if pttl == -1 {
+			forever += use
+		}
+		bound = max(bound, pttl)
+		if err := r.admin.Del(ctx, k).Err(); err != nil {
+			return out, err
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return out, err
+	}
+	out.KeysPerID, out.BytesPerID = float64(keys)/float64(n), float64(bytes)/float64(n)
+	out.BoundSeconds, out.BytesAfterBound = bound.Seconds(), float64(forever)/float64(n)
+	return out, nil
+}

@@ -191,9 +191,10 @@ func (f *fakeGrants) grant(id, token string, ttl time.Duration) backend.Grant {
 		return backend.Grant{Acquired: true, Fence: g.fence, TTL: g.expiry.Sub(now)}
 	}
 	f.fence++
-	// Above every fence of the Store, so a fake grant never has a lower
-	// fence than the real grants before it (a real grant after it does).
-	fence := 1<<40 + f.fence
+	// Above every fence of the Store (the wall clock in µs), so a fake
+	// grant never has a lower fence than the real grants before it (a real
+	// grant after it does).
+	fence := 1<<62 + f.fence
 	f.byKey[fakeKey(id, token)] = &fakeGrant{fence: fence, expiry: now.Add(ttl)}
 	return backend.Grant{Acquired: true, Fence: fence, TTL: ttl}
 }

@@ -32,13 +32,19 @@
 //
 // # Fences and tickets
 //
-// Fences and queue tickets come from two store-global monotonic counters
-// (uint64, both starting at 1). A global counter trivially gives strictly
-// increasing fences per id in grant order (S3) and strictly increasing
-// tickets per id in enqueue order (L2), and it needs no per-id state: once an
-// id is free and its queue is empty its entry is deleted, so no state is left
-// behind but the two counters (H2; [Store.Len] returns to 0). Fences and
-// tickets of one id are therefore increasing but not consecutive.
+// Fences and queue tickets come from two store-global monotonic counters.
+// A fence is the wall clock in microseconds at the grant, or the last
+// fence + 1 when that is not below it (with an injected Clock, for tests,
+// fences count from 1); a ticket counts from 1. A global
+// counter trivially gives strictly increasing fences per id in grant order
+// (S3), also across an id's idle periods, and strictly increasing tickets
+// per id in enqueue order (L2), and it needs no per-id state: once an id is
+// free and its queue is empty its entry is deleted, so no state is left
+// behind but the two counters (H2; [Store.Len] returns to 0). Because
+// fences follow the clock, a new Store (a restarted process) goes on above
+// the fences of the last one, as the Redis backends do, as long as the
+// clock does not step back. Fences and tickets of one id are increasing but
+// not consecutive.
 //
 // # Steps
 //

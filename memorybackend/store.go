@@ -47,7 +47,7 @@ type Store struct {
 	purgeLimit int
 	seed       maphash.Seed
 
-	fence  atomic.Uint64 // last fence handed out
+	fence  atomic.Uint64 // last fence handed out (see nextFence)
 	_      [56]byte
 	ticket atomic.Uint64 // last ticket handed out
 	_      [56]byte
@@ -271,8 +271,27 @@ func (s *Store) finish(sh *shard, id string, e *entry, m mark, force bool) wakeC
 func (s *Store) grant(e *entry, req *backend.AcquireRequest, now time.Time) backend.Grant {
 	e.holder = req.Token
 	e.expiry = now.Add(req.TTL)
-	e.fence = s.fence.Add(1)
+	e.fence = s.nextFence(now)
 	return backend.Grant{Acquired: true, Fence: e.fence, TTL: req.TTL}
+}
+
+// nextFence returns a new fence: the store's clock in microseconds, or the
+// last fence + 1 when that is not below it. Fences so increase across the
+// store's life, and past it too (a new Store after a restart) as long as
+// the clock does not step back. A Store with an injected Clock counts its
+// fences from 1 instead.
+func (s *Store) nextFence(now time.Time) uint64 {
+	if _, real := s.clock.(realClock); !real {
+		return s.fence.Add(1) // an injected (test) clock: fences count from 1
+	}
+	us := uint64(max(now.UnixMicro(), 0))
+	for {
+		last := s.fence.Load()
+		f := max(last+1, us)
+		if s.fence.CompareAndSwap(last, f) {
+			return f
+		}
+	}
 }
 
 // acquire is the Acquire step; the caller holds sh.mu.

@@ -60,8 +60,8 @@ func TestAcquireFreeAndRetry(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
 	g := mustAcquire(t, b, req("a", "A", false))
-	if !g.Acquired || g.Fence != 1 || g.TTL != 10*time.Second || g.Queued {
-		t.Fatalf("first grant = %+v, want acquired, fence 1, ttl 10s", g)
+	if !g.Acquired || g.Fence == 0 || g.TTL != 10*time.Second || g.Queued {
+		t.Fatalf("first grant = %+v, want acquired, a fence, ttl 10s", g)
 	}
 	pttl := e.raw.PTTL(ctx, b.keyNames("a").Lock).Val()
 	if pttl <= 9*time.Second || pttl > 10*time.Second {
@@ -71,8 +71,8 @@ func TestAcquireFreeAndRetry(t *testing.T) {
 	r := req("a", "A", true)
 	r.TTL = time.Hour
 	g2 := mustAcquire(t, b, r)
-	if !g2.Acquired || g2.Fence != 1 || g2.TTL > 10*time.Second || g2.TTL <= 0 || g2.Queued {
-		t.Fatalf("retried grant = %+v, want acquired with fence 1 and the remaining TTL", g2)
+	if !g2.Acquired || g2.Fence != g.Fence || g2.TTL > 10*time.Second || g2.TTL <= 0 || g2.Queued {
+		t.Fatalf("retried grant = %+v, want acquired with fence %d and the remaining TTL", g2, g.Fence)
 	}
 	if n := e.raw.Exists(ctx, b.keyNames("a").Queue).Val(); n != 0 {
 		t.Fatal("a retried acquire enqueued the holder")
@@ -80,9 +80,9 @@ func TestAcquireFreeAndRetry(t *testing.T) {
 	if err := b.Release(ctx, "a", "A"); err != nil {
 		t.Fatal(err)
 	}
-	// The fence goes on from the counter.
-	if g := mustAcquire(t, b, req("a", "B", false)); !g.Acquired || g.Fence != 2 {
-		t.Fatalf("grant after release = %+v, want fence 2", g)
+	// The fence goes on past the last one.
+	if g3 := mustAcquire(t, b, req("a", "B", false)); !g3.Acquired || g3.Fence <= g.Fence {
+		t.Fatalf("grant after release = %+v, want a fence above %d", g3, g.Fence)
 	}
 }
 
@@ -152,7 +152,7 @@ func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
 	k := b.keyNames("r")
-	mustAcquire(t, b, req("r", "A", false))
+	first := mustAcquire(t, b, req("r", "A", false))
 	if err := b.Release(ctx, "r", "B"); !errors.Is(err, backend.ErrNotHeld) {
 		t.Fatalf("Release by a non-owner = %v, want ErrNotHeld", err)
 	}
@@ -168,8 +168,8 @@ func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
 	if d := e.raw.PTTL(ctx, k.Lock).Val(); d < 59*time.Minute {
 		t.Fatalf("PTTL after Extend(1h) = %v", d)
 	}
-	if g := mustAcquire(t, b, req("r", "A", false)); g.Fence != 1 {
-		t.Fatalf("fence after extend = %d, want 1 (extend keeps the fence)", g.Fence)
+	if g := mustAcquire(t, b, req("r", "A", false)); g.Fence != first.Fence {
+		t.Fatalf("fence after extend = %d, want %d (extend keeps the fence)", g.Fence, first.Fence)
 	}
 	if err := b.Release(ctx, "r", "A"); err != nil {
 		t.Fatal(err)
@@ -453,8 +453,9 @@ func TestQueueFull(t *testing.T) {
 	}
 }
 
-// TestTTLOnEveryKey (H2): every key but the counters has a TTL, whatever
-// state an id is in, and an id that is done leaves only its counters.
+// TestTTLOnEveryKey (H2): every key has a TTL, whatever state an id is
+// in (the fence key at most an hour), and an id that is done leaves only
+// its fence key.
 func TestTTLOnEveryKey(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
@@ -479,11 +480,8 @@ func TestTTLOnEveryKey(t *testing.T) {
 		if !strings.Contains(strings.Join(ids, "\n"), id) {
 			t.Fatalf("key %q has unknown id %q", key, id)
 		}
-		if suffix == keys.SuffixCounters {
-			if pttl != -1 {
-				t.Errorf("counter key %q has PTTL %v, want none", key, pttl)
-			}
-			continue
+		if suffix == keys.SuffixCounters && (pttl <= 0 || pttl > time.Hour) {
+			t.Errorf("fence key %q has PTTL %v, want at most an hour", key, pttl)
 		}
 		if pttl <= 0 {
 			t.Errorf("key %q has PTTL %v: every key but the counters must expire", key, pttl)

@@ -1,5 +1,9 @@
 // Package keys maps lock ids to Redis key names.
 //
+// Every key has a TTL: nothing is left of an id at most an hour after its
+// last grant or extend (or the end of its lease, when later) and three
+// waiter TTLs after its last waiter's heartbeat.
+//
 // Every key of one id carries the same hash tag, so that one Lua script can
 // touch all of them, also on Redis Cluster:
 //
@@ -29,15 +33,21 @@ const (
 	// with the lease's expiry as its TTL.
 	SuffixLock = "lock"
 	// SuffixQueue names the queue: a sorted set of waiter tokens scored by
-	// ticket.
+	// ticket (the server's clock in µs, raised past the queue's last
+	// ticket). TTL: at least 3 waiter TTLs after the last enqueue or
+	// heartbeat; gone once empty.
 	SuffixQueue = "q"
 	// SuffixDeadlines names the waiter deadlines: a sorted set of waiter
-	// tokens scored by deadline (milliseconds of the server's clock).
+	// tokens scored by deadline (milliseconds of the server's clock). TTL:
+	// as the queue's.
 	SuffixDeadlines = "dl"
-	// SuffixCounters names the counters: a hash with the fields "fence"
-	// and "ticket", and "rel", the token of the last release (so that a
-	// resent release is answered as the first one was). It is the only key
-	// of an id without a TTL.
+	// SuffixCounters names the fence key: a hash with the fields "fence"
+	// (the id's last fence) and "rel" (the token of its last release,
+	// which answers a resent release). TTL: set to an hour by a grant about
+	// once per half hour of grants, and by a longer lease's grant or
+	// extend; it outlives the id's last grant by 30 to 60 minutes, and
+	// every lease. (An older version kept it with no TTL and a "ticket"
+	// field; the scripts give it a TTL.)
 	SuffixCounters = "n"
 	// SuffixChannel names the pub/sub channel that carries wake-ups.
 	SuffixChannel = "wake"
@@ -160,7 +170,7 @@ type ID struct {
 	Lock      string // string: owner token, TTL = the lease
 	Queue     string // zset: waiter token -> ticket
 	Deadlines string // zset: waiter token -> deadline in ms of the server's clock
-	Counters  string // hash: "fence", "ticket", "rel" (last release's token); never expires
+	Counters  string // hash: "fence", "rel"; TTL: see SuffixCounters
 	Channel   string // pub/sub channel of wake-ups; payload: the head's token
 }
 

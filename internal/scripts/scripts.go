@@ -14,19 +14,25 @@
 //
 // # Scripts
 //
-//   - acquire: purge expired waiters, then grant if the lock is free and
-//     nobody is queued ahead of the requester (fence from the counter, SET
-//     PX with the relative TTL); a retried grant is a no-op that reports the
-//     lease. Otherwise, with wait, enqueue with the next ticket (or keep the
-//     ticket) and set the waiter's deadline by the server's TIME. Reads the
-//     lock key in the same step, and again after a grant's write, for
-//     client-side-caching adapters (a NOLOOP tracking client stops tracking
-//     a key it writes until it reads it again).
-//   - release: compare-and-delete, purge, wake the head. It records the
-//     token in the counters' "rel" field, so that the same release sent
-//     again (its reply was lost) is answered as the first one was.
-//   - extend: compare-and-PEXPIRE, then reads the key again (as acquire);
-//     never re-creates an expired lock.
+//   - acquire: with no queue key, SET NX PX with the relative TTL is the
+//     whole try (the uncontended case); otherwise purge expired waiters,
+//     then grant if the lock is free and nobody is queued ahead of the
+//     requester. A grant's fence is the server's TIME in µs, raised past
+//     the id's last fence (kept in the fence key, see package keys); a
+//     retried grant is a no-op that reports the lease. Otherwise, with
+//     wait, enqueue with a new ticket (or keep the ticket) and set the
+//     waiter's deadline by the server's TIME. Reads the lock key in the
+//     same step (on the slow path) and, with the tracking flag, again
+//     after a grant's write, for client-side-caching adapters (a NOLOOP
+//     tracking client stops tracking a key it writes until it reads it
+//     again).
+//   - acquire_many: acquire's step for many ids in one call (one hash
+//     slot on Redis Cluster), at most [MaxAcquireBatch] of them.
+//   - release: compare-and-delete, mark the release in the fence key (so a
+//     resent release is answered as done), purge, wake the head.
+//   - extend: compare-and-PEXPIRE, keep the fence key alive as long as the
+//     lease, then (with tracking) read the key again; never re-creates an
+//     expired lock.
 //   - leave: remove the token's entry, release the lock if the token holds
 //     it, purge, and wake the new head when the lock is free and the head
 //     changed or the lock was released.
@@ -66,7 +72,7 @@ type Script struct {
 
 // The scripts.
 var (
-	Acquire   = load("acquire")
+	Acquire   = load("acquire", "acquire_step")
 	Release   = load("release")
 	Extend    = load("extend")
 	Leave     = load("leave")
@@ -75,19 +81,27 @@ var (
 
 // All returns every script, e.g. to SCRIPT LOAD them up front.
 func All() []Script {
-	return []Script{Acquire, Release, Extend, Leave, Heartbeat}
+	return []Script{Acquire, Release, Extend, Leave, Heartbeat, AcquireMany}
 }
 
-func load(name string) Script {
-	lib, err := files.ReadFile("lua/lib.lua")
-	if err != nil {
-		panic(err)
+// load returns the script lua/<name>.lua, prefixed by lib.lua and by the
+// shared parts lua/<part>.lua, in that order.
+func load(name string, parts ...string) Script {
+	var src strings.Builder
+	for _, f := range append(append([]string{"lib"}, parts...), name) {
+		b, err := files.ReadFile("lua/" + f + ".lua")
+		if err != nil {
+			panic(err)
+		}
+		if src.Len() > 0 {
+			src.WriteByte('\n')
+		}
+		src.Write(b)
 	}
-	body, err := files.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	src := string(lib) + "\n" + string(body)
+	return newScript(name, src.String())
+}
+
+func newScript(name, src string) Script {
 	sum := sha1.Sum([]byte(src))
 	return Script{Name: name, Source: src, SHA1: hex.EncodeToString(sum[:])}
 }
@@ -157,38 +171,31 @@ func Millis(d time.Duration) string {
 	return strconv.FormatInt(int64(ms), 10)
 }
 
-// AcquireCall returns the KEYS and ARGV of acquire.
+// AcquireCall returns the KEYS and ARGV of acquire, with tracking on
+// (see [NewConsts]; a Backend makes its Consts once instead).
 func AcquireCall(k keys.ID, req backend.AcquireRequest, maxWaiters, purgeLimit int, pub Publish) (keys, args []string) {
-	wait, wttl := "0", "0"
-	if req.Wait {
-		wait, wttl = "1", Millis(req.WaiterTTL)
-	}
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters},
-		[]string{req.Token, Millis(req.TTL), wait, wttl, strconv.Itoa(maxWaiters), strconv.Itoa(purgeLimit), k.Channel, string(pub)}
+	return NewConsts(maxWaiters, purgeLimit, pub, true).Acquire(k, req)
 }
 
 // ReleaseCall returns the KEYS and ARGV of release.
 func ReleaseCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, strconv.Itoa(purgeLimit), k.Channel, string(pub)}
+	return NewConsts(1, purgeLimit, pub, false).Release(k, token)
 }
 
-// ExtendCall returns the KEYS and ARGV of extend.
+// ExtendCall returns the KEYS and ARGV of extend, with tracking on.
 func ExtendCall(k keys.ID, token string, ttl time.Duration) (keys, args []string) {
-	return []string{k.Lock}, []string{token, Millis(ttl)}
+	return Consts{tracking: "1"}.Extend(k, token, ttl)
 }
 
 // LeaveCall returns the KEYS and ARGV of leave.
 func LeaveCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, strconv.Itoa(purgeLimit), k.Channel, string(pub)}
+	return NewConsts(1, purgeLimit, pub, false).Leave(k, token)
 }
 
 // HeartbeatCall returns the KEYS and ARGV of heartbeat for tokens of one
 // id (at most MaxHeartbeatBatch).
 func HeartbeatCall(k keys.ID, tokens []string, waiterTTL time.Duration, purgeLimit int, pub Publish) (keys, args []string) {
-	args = make([]string, 0, 4+len(tokens))
-	args = append(args, Millis(waiterTTL), strconv.Itoa(purgeLimit), k.Channel, string(pub))
-	args = append(args, tokens...)
-	return []string{k.Lock, k.Queue, k.Deadlines}, args
+	return NewConsts(1, purgeLimit, pub, false).Heartbeat(k, tokens, waiterTTL)
 }
 
 // ParseAcquire turns acquire's reply into a Grant.

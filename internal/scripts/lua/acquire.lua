@@ -1,10 +1,10 @@
 -- acquire: fair try-acquire, with optional enqueue, in one atomic step
--- (backend checklist items 1, 2 and 7).
+-- (backend checklist items 1, 2 and 7); the step itself is acquire_step.
 --
 -- KEYS[1] lock       string: the owner token; its TTL is the lease
 -- KEYS[2] queue      zset: waiter token -> ticket
 -- KEYS[3] deadlines  zset: waiter token -> deadline (ms, server clock)
--- KEYS[4] counters   hash: fence, ticket (no TTL)
+-- KEYS[4] fence      hash: the id's last fence and release (see next_fence)
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms
 -- ARGV[3] wait: "1" enqueues the requester when not granted, "0" does not
@@ -13,6 +13,8 @@
 -- ARGV[6] purge limit: most expired waiters removed by this step
 -- ARGV[7] wake-up channel
 -- ARGV[8] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
+-- ARGV[9] tracking: "1" reads the lock key again after writing it (for a
+--         client-side-caching connection), "0" or absent does not
 --
 -- Reply: {acquired, fence, ttl, holder_ttl, queued, ticket, head}, all
 -- integers (0/1 for the flags, ms for the TTLs; holder_ttl is at least 1 when
@@ -37,93 +39,10 @@ local channel = ARGV[7]
 if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
 local publish, why = publish_cmd(8)
 if not publish then return bad_arg('publish', why) end
+local tracking = flag(9)
+if tracking == nil then return bad_arg('tracking', 'must be 0 or 1') end
 
-local lock, q, d, counters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-
--- Reading the lock key here, in the same step as the try, is what lets a
--- client-side-caching adapter track it with no gap before an invalidation.
-local holder = redis.call('GET', lock)
-if holder == token then
-  -- A retried grant: report the lease as it is (S6). The fence counter is
-  -- written (+0, no change) so that this step writes: a WAIT after it, on
-  -- its connection, then waits for the replicas to reach the original
-  -- grant too (WAIT counts the replicas that reached the connection's
-  -- last write, and a connection that never wrote has nothing to wait for).
-  local left = redis.call('PTTL', lock)
-  local fence = redis.call('HINCRBY', counters, 'fence', 0)
-  return {1, fence, left, 0, 0, 0, 0}
-end
-
--- Fast path: a free lock with no queue key (no waiter, live or dead) is
--- granted at once; this is the whole uncontended case.
-if not holder and redis.call('EXISTS', q) == 0 then
-  local fence = redis.call('HINCRBY', counters, 'fence', 1)
-  redis.call('SET', lock, token, 'PX', ttl)
-  redis.call('PTTL', lock) -- keeps a NOLOOP tracking client tracking it (see below)
-  return {1, fence, ttl, 0, 0, 0, 0}
-end
-
-local head_before = false
-if not holder then head_before = head_of(q) end
-local now = now_ms()
-purge(q, d, now, limit)
-
-local mine = redis.call('ZSCORE', q, token)
-if mine then
-  -- An entry past its deadline is dead even if the LIMIT left it in place:
-  -- it is never granted or refreshed; its owner counts as not queued.
-  local deadline = tonumber(redis.call('ZSCORE', d, token))
-  if not deadline or deadline <= now then
-    redis.call('ZREM', q, token)
-    redis.call('ZREM', d, token)
-    mine = false
-  end
-end
-local head = head_of(q)
-if not holder and (not head or head == token) then
-  if mine then
-    redis.call('ZREM', q, token)
-    redis.call('ZREM', d, token)
-  end
-  local fence = redis.call('HINCRBY', counters, 'fence', 1)
-  redis.call('SET', lock, token, 'PX', ttl)
-  -- Read the key again after writing it: a tracking client with NOLOOP is
-  -- not told of its own write, and Redis stops tracking the key for it, so
-  -- this read is what keeps its other waiters told of the lease's end.
-  redis.call('PTTL', lock)
-  return {1, fence, ttl, 0, 0, 0, 0}
-end
-
-local holder_ttl = 0
-if holder then
-  -- PTTL is 0 in the last millisecond of a lease: report at least 1, as 0
-  -- would mean "free, but waiters are ahead".
-  holder_ttl = redis.call('PTTL', lock)
-  if holder_ttl < 1 then holder_ttl = 1 end
-end
-
-if wait == '1' then
-  if not mine then
-    if redis.call('ZCARD', q) >= max_waiters then
-      return fail('LOCKQUEUEFULL', 'the queue has ' .. max_waiters .. ' waiters')
-    end
-    mine = redis.call('HINCRBY', counters, 'ticket', 1)
-    redis.call('ZADD', q, mine, token)
-    if not head then head = token end
-  end
-  redis.call('ZADD', d, now + wttl, token)
-  keep_queue(q, d, QUEUE_TTL_FACTOR * wttl)
-end
-
--- The purge removed the head while the lock is free: wake the new head.
-if not holder and head and head ~= head_before and head ~= token then
-  redis.call(publish, channel, head)
-end
-
-local queued, ticket = 0, 0
-if mine then
-  queued, ticket = 1, tonumber(mine)
-end
-local is_head = 0
-if queued == 1 and head == token then is_head = 1 end
-return {0, 0, 0, holder_ttl, queued, ticket, is_head}
+local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], token, ttl, wait == '1', wttl,
+  max_waiters, limit, channel, publish, tracking)
+if not r then return fail('LOCKQUEUEFULL', 'the queue has ' .. full .. ' waiters') end
+return r

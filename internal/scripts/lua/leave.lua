@@ -2,7 +2,8 @@
 -- holds it; wake the new head if the lock is then free. Idempotent
 -- (backend checklist items 5 and 7).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines (KEYS[4], the fence key,
+-- is passed but not used)
 -- ARGV[1] token
 -- ARGV[2] purge limit
 -- ARGV[3] wake-up channel

@@ -1,16 +1,18 @@
 -- release: compare-and-delete of the lock, then wake the head
 -- (backend checklist items 3 and 7).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] counters
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence
 -- ARGV[1] token
 -- ARGV[2] purge limit
 -- ARGV[3] wake-up channel
 -- ARGV[4] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
 --
--- A release records its token in the counters hash (field "rel"), so that
+-- A release records its token in the fence key (field "rel"), so that
 -- the same release sent again (a client that resends a command whose reply
 -- was lost, as go-redis does) is answered 1 instead of LOCKNOTHELD: the
--- first one did release. It never touches a lock another token holds.
+-- first one did release. The record lives until the next release, or as
+-- long as the fence key. It never touches a lock another token holds, and
+-- writes no key without a TTL.
 --
 -- Reply: 1. Error replies: LOCKNOTHELD (nothing changed), LOCKBADARG.
 local token = ARGV[1]
@@ -22,13 +24,17 @@ if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'mu
 local publish, why = publish_cmd(4)
 if not publish then return bad_arg('publish', why) end
 
-local lock, q, d, counters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, q, d, n = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 if redis.call('GET', lock) ~= token then
-  if redis.call('HGET', counters, 'rel') == token then return 1 end
+  if redis.call('HGET', n, 'rel') == token then return 1 end
   return fail('LOCKNOTHELD', 'the token does not hold the lock')
 end
 redis.call('DEL', lock)
-redis.call('HSET', counters, 'rel', token)
+-- Record the release. A new field may mean a new key (the fence key
+-- expired under a lease the extends did not keep it for): give it a TTL.
+if redis.call('HSET', n, 'rel', token) == 1 and redis.call('PTTL', n) < 0 then
+  redis.call('PEXPIRE', n, FENCE_IDLE)
+end
 -- Fast path: no queue key, nobody to wake.
 if redis.call('EXISTS', q) == 0 then return 1 end
 -- Wake a live head, not one that stopped heartbeating.

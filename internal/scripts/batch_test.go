@@ -1,0 +1,210 @@
+package scripts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/redistest"
+)
+
+// runAcquireMany sends reqs through AcquireMany, one call per group.
+func runAcquireMany(t testing.TB, c *redis.Client, cs Consts, ks keys.Keyspace, reqs []backend.AcquireRequest, bySlot bool, limit int) []backend.BatchGrant {
+	t.Helper()
+	out := make([]backend.BatchGrant, len(reqs))
+	for _, g := range GroupAcquires(reqs, bySlot, limit) {
+		k, a := cs.AcquireMany(ks, g)
+		vals, err := evalsha(context.Background(), c, AcquireMany, k, a).Int64Slice()
+		if err != nil {
+			t.Fatalf("acquire_many: %v", err)
+		}
+		if err := ScatterAcquireMany(out, g, vals); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// runAcquireEach sends reqs through acquire, one call each.
+func runAcquireEach(t testing.TB, c *redis.Client, cs Consts, ks keys.Keyspace, reqs []backend.AcquireRequest) []backend.BatchGrant {
+	t.Helper()
+	out := make([]backend.BatchGrant, len(reqs))
+	for i, r := range reqs {
+		k, a := cs.Acquire(ks.For(r.ID), r)
+		vals, err := evalsha(context.Background(), c, Acquire, k, a).Int64Slice()
+		if err != nil {
+			if e := MapError(err.Error()); e != nil {
+				out[i].Err = e
+				continue
+			}
+			t.Fatalf("acquire: %v", err)
+		}
+		g, err := ParseAcquire(vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i].Grant = g
+	}
+	return out
+}
+
+// shape is what a grant says once the clock-made numbers (fences,
+// tickets, TTLs) are reduced to what the semantics fix.
+func shape(g backend.BatchGrant) string {
+	return fmt.Sprintf("acquired=%v fence=%v queued=%v ticket=%v head=%v held=%v err=%v",
+		g.Acquired, g.Fence > 0, g.Queued, g.Ticket > 0, g.Head, g.HolderTTL > 0, g.Err)
+}
+
+// TestAcquireManyMatchesAcquire runs the same requests (free ids, held
+// ids, waiters, a full queue, a retry, a duplicate) through AcquireMany and
+// through one acquire per request, on two keyspaces, and expects the same
+// outcome for each, with fences and tickets increasing in request order.
+func TestAcquireManyMatchesAcquire(t *testing.T) {
+	c := client(t)
+	cs := NewConsts(2, 100, Classic, false)
+	var reqs []backend.AcquireRequest
+	add := func(id, tok string, wait bool) {
+		reqs = append(reqs, backend.AcquireRequest{ID: id, Token: tok, TTL: time.Minute, Wait: wait, WaiterTTL: time.Minute})
+	}
+	for i := range 20 {
+		add(fmt.Sprint("free-", i), "A", i%2 == 0)
+	}
+	add("busy", "A", false)
+	add("busy", "B", true)  // queued, head
+	add("busy", "C", true)  // queued
+	add("busy", "D", true)  // the queue is full (2 waiters)
+	add("busy", "D", false) // a try: refused, not queued
+	add("busy", "B", true)  // a retried enqueue: the same ticket
+	add("busy", "A", false) // a retried grant: the same fence
+	add("free-3", "Z", true)
+	ksMany, _ := keys.New(redistest.Prefix(t) + "many:")
+	ksEach, _ := keys.New(redistest.Prefix(t) + "each:")
+	t.Cleanup(func() { cleanup(t, c, ksMany, ksEach) })
+	many := runAcquireMany(t, c, cs, ksMany, reqs, false, 7) // several calls
+	each := runAcquireEach(t, c, cs, ksEach, reqs)
+	for i := range reqs {
+		if shape(many[i]) != shape(each[i]) {
+			t.Errorf("request %d %+v: AcquireMany gave %s, acquire gave %s", i, reqs[i], shape(many[i]), shape(each[i]))
+		}
+	}
+	if !errors.Is(many[23].Err, backend.ErrQueueFull) {
+		t.Errorf("the full queue gave %+v, want ErrQueueFull", many[23])
+	}
+	if many[25].Ticket != many[21].Ticket || many[26].Fence != many[20].Fence {
+		t.Errorf("retries changed the ticket (%d, %d) or the fence (%d, %d)", many[21].Ticket, many[25].Ticket, many[20].Fence, many[26].Fence)
+	}
+	if many[22].Ticket <= many[21].Ticket {
+		t.Errorf("tickets %d then %d: want increasing", many[21].Ticket, many[22].Ticket)
+	}
+}
+
+// cleanup deletes every key of the keyspaces.
+func cleanup(t testing.TB, c *redis.Client, kss ...keys.Keyspace) {
+	ctx := context.Background()
+	for _, ks := range kss {
+		iter := c.Scan(ctx, 0, ks.PrefixPattern(), 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+	}
+}
+
+// TestAcquireManyValidates sends bad input and expects LOCKBADARG with
+// nothing written, also when only the last id's arguments are bad.
+func TestAcquireManyValidates(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	ks, _ := keys.New(redistest.Prefix(t))
+	t.Cleanup(func() { cleanup(t, c, ks) })
+	good := []backend.AcquireRequest{
+		{ID: "a", Token: "T", TTL: time.Second},
+		{ID: "b", Token: "T", TTL: time.Second, Wait: true, WaiterTTL: time.Second},
+	}
+	g := GroupAcquires(good, false, 0)[0]
+	k, a := NewConsts(10, 10, Classic, false).AcquireMany(ks, g)
+	with := func(i int, v string) []string {
+		out := append([]string(nil), a...)
+		out[i] = v
+		return out
+	}
+	cases := []struct {
+		name string
+		keys []string
+		args []string
+	}{
+		{"max waiters 0", k, with(0, "0")},
+		{"purge limit text", k, with(1, "x")},
+		{"publish other command", k, with(2, "DEL")},
+		{"tracking 2", k, with(3, "2")},
+		{"last token empty", k, with(9, "")},
+		{"last ttl 0", k, with(10, "0")},
+		{"last wait 2", k, with(11, "2")},
+		{"last waiter ttl 0", k, with(12, "0")},
+		{"last channel empty", k, with(13, "")},
+		{"an argument missing", k, a[:len(a)-1]},
+		{"a key missing", k[:len(k)-1], a},
+		{"no id", nil, a[:4]},
+	}
+	for _, tc := range cases {
+		err := c.Eval(ctx, AcquireMany.Source, tc.keys, anys(tc.args)...).Err()
+		if err == nil || ErrorCode(err.Error()) != CodeBadArg {
+			t.Errorf("%s: %v, want LOCKBADARG", tc.name, err)
+		}
+	}
+	if n := c.DBSize(ctx).Val(); n > 0 {
+		var left []string
+		iter := c.Scan(ctx, 0, ks.PrefixPattern(), 100).Iterator()
+		for iter.Next(ctx) {
+			left = append(left, iter.Val())
+		}
+		if len(left) > 0 {
+			t.Fatalf("bad input wrote %v", left)
+		}
+	}
+}
+
+func TestGroupAcquires(t *testing.T) {
+	var reqs []backend.AcquireRequest
+	for i := range 1000 {
+		reqs = append(reqs, backend.AcquireRequest{ID: fmt.Sprint("id-", i%600), Token: fmt.Sprint(i)})
+	}
+	for _, bySlot := range []bool{false, true} {
+		seen := make([]bool, len(reqs))
+		for _, g := range GroupAcquires(reqs, bySlot, 100) {
+			if len(g.Reqs) == 0 || len(g.Reqs) > 100 || len(g.Reqs) != len(g.idx) {
+				t.Fatalf("bySlot=%v: a group of %d requests", bySlot, len(g.Reqs))
+			}
+			for j, r := range g.Reqs {
+				i := g.idx[j]
+				if seen[i] || reqs[i] != r {
+					t.Fatalf("bySlot=%v: request %d misplaced or twice", bySlot, i)
+				}
+				seen[i] = true
+				if j > 0 && g.idx[j-1] >= i {
+					t.Fatalf("bySlot=%v: requests out of order in a group", bySlot)
+				}
+				if want := keys.SlotOf(r.ID); bySlot && g.Slot != want || !bySlot && g.Slot != -1 {
+					t.Fatalf("bySlot=%v: id %q (slot %d) in a group of slot %d", bySlot, r.ID, want, g.Slot)
+				}
+			}
+		}
+		for i, ok := range seen {
+			if !ok {
+				t.Fatalf("bySlot=%v: request %d in no group", bySlot, i)
+			}
+		}
+	}
+	if n := len(GroupAcquires(reqs, false, 0)); n != (1000+MaxAcquireBatch-1)/MaxAcquireBatch {
+		t.Fatalf("%d groups of the default size for 1000 requests", n)
+	}
+	if strings.Count(AcquireMany.Source, "local function acquire_step") != 1 {
+		t.Fatal("acquire_many does not include acquire_step once")
+	}
+}

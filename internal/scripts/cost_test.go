@@ -1,0 +1,168 @@
+package scripts
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/redistest"
+)
+
+// serverStats reads the server's totals: commands called (every command
+// in INFO commandstats but INFO itself, so a script's inner commands
+// count) and CPU time (used_cpu_user + used_cpu_sys) in µs.
+func serverStats(tb testing.TB, c *redis.Client) (calls int64, cpuUsec float64) {
+	tb.Helper()
+	info, err := c.Info(context.Background(), "commandstats", "cpu").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if name, rest, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(name, "cmdstat_") && name != "cmdstat_info" {
+			for _, f := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(f, "calls="); ok {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					calls += n
+				}
+			}
+		}
+		for _, field := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(line, field); ok {
+				s, _ := strconv.ParseFloat(v, 64)
+				cpuUsec += s * 1e6
+			}
+		}
+	}
+	return calls, cpuUsec
+}
+
+// evalsha runs s by its SHA1, loading it first when the server lacks it.
+func evalsha(ctx context.Context, c *redis.Client, s Script, k, a []string) *redis.Cmd {
+	cmd := c.EvalSha(ctx, s.SHA1, k, anys(a)...)
+	if cmd.Err() != nil && strings.HasPrefix(cmd.Err().Error(), "NOSCRIPT") {
+		cmd = c.Eval(ctx, s.Source, k, anys(a)...)
+	}
+	return cmd
+}
+
+// TestUncontendedCycleCost checks what an uncontended acquire + release
+// costs the server, in commands (EVALSHA and the commands a script calls),
+// and prints it with the server's CPU time per cycle. The command counts
+// are the contract of the scripts' fast paths: EXISTS queue, SET NX PX,
+// TIME, HGET and HSET of the fence for the grant; GET, DEL, HSET of the
+// release record, EXISTS queue for the release; PTTL after the grant only
+// with tracking.
+func TestUncontendedCycleCost(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	ks, err := keys.New(redistest.Prefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := ks.For("cycle")
+	t.Cleanup(func() { c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters) })
+	for _, tc := range []struct {
+		name     string
+		tracking bool
+		want     int64
+	}{{"lean", false, 11}, {"tracking", true, 12}} {
+		cs := NewConsts(100, 100, Classic, tc.tracking)
+		cycle := func() {
+			ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second})
+			r, err := evalsha(ctx, c, Acquire, ak, aa).Int64Slice()
+			if err != nil || r[0] != 1 {
+				t.Fatalf("acquire = %v, %v", r, err)
+			}
+			rk, ra := cs.Release(k, "T")
+			if err := evalsha(ctx, c, Release, rk, ra).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cycle() // loads the scripts and leaves a release mark, as in steady state
+		const n = 2000
+		calls0, cpu0 := serverStats(t, c)
+		for range n {
+			cycle()
+		}
+		calls1, cpu1 := serverStats(t, c)
+		per := float64(calls1-calls0) / n
+		t.Logf("%s: %.2f server commands, %.1f µs server CPU per uncontended acquire+release", tc.name, per, (cpu1-cpu0)/n)
+		if redistest.External() {
+			continue // another client may share the server
+		}
+		if per < float64(tc.want) || per > float64(tc.want)+0.01 { // + a PEXPIRE of the fence key each half hour
+			t.Errorf("%s: %.2f server commands per cycle, want %d", tc.name, per, tc.want)
+		}
+	}
+}
+
+// BenchmarkUncontendedCycle measures an uncontended acquire + release
+// through a plain client, and the server's CPU per cycle, next to a
+// redislock-style pair of scripts (SET NX PX; GET + DEL) as the floor.
+func BenchmarkUncontendedCycle(b *testing.B) {
+	srv := redistest.Start(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	b.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	ks, _ := keys.New("bench:")
+	k := ks.For("cycle")
+	obtain := newScript("obtain", `return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`)
+	unlock := newScript("unlock", `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	variants := []struct {
+		name  string
+		cycle func()
+	}{
+		{"redislock-style", func() {
+			if err := evalsha(ctx, c, obtain, []string{k.Lock}, []string{"T", "10000"}).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := evalsha(ctx, c, unlock, []string{k.Lock}, []string{"T"}).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}},
+	}
+	for _, tracking := range []bool{false, true} {
+		cs := NewConsts(100, 100, Classic, tracking)
+		name := "lean"
+		if tracking {
+			name = "tracking"
+		}
+		variants = append(variants, struct {
+			name  string
+			cycle func()
+		}{name, func() {
+			ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second})
+			if err := evalsha(ctx, c, Acquire, ak, aa).Err(); err != nil {
+				b.Fatal(err)
+			}
+			rk, ra := cs.Release(k, "T")
+			if err := evalsha(ctx, c, Release, rk, ra).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}})
+	}
+	for _, v := range variants {
+		b.Run(v.name, func(b *testing.B) {
+			v.cycle()
+			calls0, cpu0 := serverStats(b, c)
+			us0, _ := scriptUsec(b, c)
+			b.ResetTimer()
+			for range b.N {
+				v.cycle()
+			}
+			b.StopTimer()
+			calls1, cpu1 := serverStats(b, c)
+			us1, _ := scriptUsec(b, c)
+			b.ReportMetric(float64(us1-us0)/float64(b.N), "server-script-µs/op")
+			b.ReportMetric(float64(calls1-calls0)/float64(b.N), "server-cmds/op")
+			b.ReportMetric((cpu1-cpu0)/float64(b.N), "server-cpu-µs/op")
+		})
+	}
+}

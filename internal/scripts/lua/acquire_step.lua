@@ -1,0 +1,122 @@
+-- acquire_step.lua: one id's acquire (fair try, optional enqueue, purge,
+-- wake-up), shared by acquire and acquire_many. The scripts package puts
+-- it after lib.lua and before those two scripts' own files.
+--
+-- Keys of the id: lock (string: the owner token; its TTL is the lease),
+-- q (zset: waiter token -> ticket), d (zset: waiter token -> deadline, ms
+-- of the server's clock), n (hash: the last fence, see next_fence).
+-- The arguments are validated by the caller.
+--
+-- tracking: read the lock key again after writing it. A client-side-
+-- caching client with NOLOOP is not told of its own write, and Redis stops
+-- tracking the key for it, so this read is what keeps its other waiters
+-- told of the lease's end. Only such a client needs it.
+--
+-- Returns {acquired, fence, ttl, holder_ttl, queued, ticket, head} or, when
+-- the queue is full, nil and the number of waiters.
+
+-- next_ticket returns a ticket for a new waiter of q: the server's clock
+-- in microseconds, or the tail's ticket + 1 when that is not below it.
+-- Tickets increase while the queue exists, and after it as long as the
+-- clock does not step back.
+local function next_ticket(q, us)
+  local tail = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
+  local last = tonumber(tail[2]) or 0
+  if last >= us then return last + 1 end
+  return us
+end
+
+local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, limit, channel, publish, tracking)
+  -- Fast path: no queue key (no waiter, live or dead) and a free lock.
+  -- This is the whole uncontended case: EXISTS, SET NX PX, TIME, HGET,
+  -- HSET.
+  if redis.call('EXISTS', q) == 0 and redis.call('SET', lock, token, 'NX', 'PX', ttl) then
+    local fence = next_fence(n, ttl)
+    if tracking then redis.call('PTTL', lock) end
+    return {1, fence, ttl, 0, 0, 0, 0}
+  end
+
+  -- Reading the lock key here, in the same step as the try, is what lets
+  -- a client-side-caching adapter track it with no gap before an
+  -- invalidation.
+  local holder = redis.call('GET', lock)
+  if holder == token then
+    -- A retried grant: report the lease as it is (S6). The fence key's
+    -- TTL is refreshed so that this step writes: a WAIT after it, on its
+    -- connection, then waits for the replicas to reach the original grant
+    -- too (WAIT counts the replicas that reached the connection's last
+    -- write, and a connection that never wrote has nothing to wait for).
+    local left = redis.call('PTTL', lock)
+    local fence = tonumber(redis.call('HGET', n, 'fence')) or 0
+    if fence == 0 then
+      fence = next_fence(n, left) -- its record is gone: a new, higher one
+    else
+      redis.call('PEXPIRE', n, fence_keep(left))
+    end
+    return {1, fence, left, 0, 0, 0, 0}
+  end
+
+  local head_before = false
+  if not holder then head_before = head_of(q) end
+  local us = now_us()
+  local now = math.floor(us / 1000)
+  purge(q, d, now, limit)
+
+  local mine = redis.call('ZSCORE', q, token)
+  if mine then
+    -- An entry past its deadline is dead even if the LIMIT left it in
+    -- place: it is never granted or refreshed; its owner counts as not
+    -- queued.
+    local deadline = tonumber(redis.call('ZSCORE', d, token))
+    if not deadline or deadline <= now then
+      redis.call('ZREM', q, token)
+      redis.call('ZREM', d, token)
+      mine = false
+    end
+  end
+  local head = head_of(q)
+  if not holder and (not head or head == token) then
+    if mine then
+      redis.call('ZREM', q, token)
+      redis.call('ZREM', d, token)
+    end
+    local fence = next_fence(n, ttl, us)
+    redis.call('SET', lock, token, 'PX', ttl)
+    if tracking then redis.call('PTTL', lock) end
+    return {1, fence, ttl, 0, 0, 0, 0}
+  end
+
+  local holder_ttl = 0
+  if holder then
+    -- PTTL is 0 in the last millisecond of a lease: report at least 1, as
+    -- 0 would mean "free, but waiters are ahead".
+    holder_ttl = redis.call('PTTL', lock)
+    if holder_ttl < 1 then holder_ttl = 1 end
+  end
+
+  if wait then
+    if not mine then
+      if redis.call('ZCARD', q) >= max_waiters then
+        return nil, max_waiters
+      end
+      mine = next_ticket(q, us)
+      redis.call('ZADD', q, int(mine), token)
+      if not head then head = token end
+    end
+    redis.call('ZADD', d, now + wttl, token)
+    keep_queue(q, d, QUEUE_TTL_FACTOR * wttl)
+  end
+
+  -- The purge removed the head while the lock is free: wake the new head.
+  if not holder and head and head ~= head_before and head ~= token then
+    redis.call(publish, channel, head)
+  end
+
+  local queued, ticket = 0, 0
+  if mine then
+    queued, ticket = 1, tonumber(mine)
+  end
+  local is_head = 0
+  if queued == 1 and head == token then is_head = 1 end
+  return {0, 0, 0, holder_ttl, queued, ticket, is_head}
+end
