@@ -286,12 +286,12 @@ func batchOrder(e *env) {
 	if g := e.grant(ra, backend.AcquireRequest{ID: y, Token: hy, TTL: longTTL}); !g.Acquired {
 		e.fatalf("backend Acquire of a free id: %+v", g)
 	}
-	t1, t2, t3, t4 := e.token("t1"), e.token("t2"), e.token("t3"), e.token("t4")
+	t1, t2, t3, t4, t7 := e.token("t1"), e.token("t2"), e.token("t3"), e.token("t4"), e.token("t7")
 	reqs := []backend.AcquireRequest{
 		{ID: x, Token: t1, TTL: longTTL},
 		{ID: x, Token: t2, TTL: longTTL, Wait: true, WaiterTTL: longTTL},
 		{ID: y, Token: t3, TTL: longTTL},
-		{ID: x, Token: t1, TTL: longTTL},
+		{ID: x, Token: t7, TTL: longTTL},
 		{ID: y, Token: t4, TTL: longTTL, Wait: true, WaiterTTL: longTTL},
 	}
 	res, err := backend.AcquireBatch(ctx, rb, reqs)
@@ -302,14 +302,14 @@ func batchOrder(e *env) {
 		"x by t1: granted (x is free)",
 		"x by t2 with Wait: queued, head (t1 holds x since request 0)",
 		"y by t3: refused, not queued, HolderTTL > 0 (y is held)",
-		"x by t1 again: granted with request 0's fence (a retry)",
+		"x by t7: refused, not queued (t1 holds x since request 0)",
 		"y by t4 with Wait: queued, head",
 	}
 	ok := []bool{
 		res[0].Err == nil && res[0].Acquired,
 		res[1].Err == nil && !res[1].Acquired && res[1].Queued && res[1].Head,
 		res[2].Err == nil && !res[2].Acquired && !res[2].Queued && res[2].HolderTTL > 0,
-		res[3].Err == nil && res[3].Acquired && res[3].Fence == res[0].Fence,
+		res[3].Err == nil && !res[3].Acquired && !res[3].Queued && res[3].HolderTTL > 0,
 		res[4].Err == nil && !res[4].Acquired && res[4].Queued && res[4].Head,
 	}
 	for i := range reqs {
