@@ -131,7 +131,7 @@ func newEnv(t *testing.T, p property) *env {
 	e := &env{t: t, contract: p.contract, logw: &testWriter{t: t}}
 	// Registered first, so it runs last: after every Locker is closed
 	// (which ends the calls the goroutines wait in), wait for them, and
-	// then stop logging to t.
+	// then stop logging (printing the log if the property failed).
 	t.Cleanup(func() {
 		e.bg.Wait()
 		e.logw.stop()
@@ -196,7 +196,7 @@ func (e *env) locker(o lock.Options) (*lock.Locker, *spy) {
 		o.BatchTick = batchTick
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(e.logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		o.Logger = slog.New(slog.NewTextHandler(e.logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	s := newSpy(e.h.NewBackend(e.t))
 	l := lock.New(s, &o)
@@ -315,12 +315,20 @@ func (e *env) canExpireEarly() bool {
 	return false
 }
 
-// testWriter sends a Locker's log lines to t.Log until the subtest ends.
+// testWriter keeps a Locker's log lines (the suite injects faults, so a
+// passing property logs warnings too) and hands them to t.Log at the end
+// of the subtest only if it failed; otherwise they are dropped. It keeps
+// the last maxLogLines lines.
 type testWriter struct {
 	t       *testing.T
 	mu      sync.Mutex
+	lines   []string
+	dropped int
 	stopped bool
 }
+
+// maxLogLines bounds the log lines a failed property prints.
+const maxLogLines = 200
 
 var _ io.Writer = (*testWriter)(nil)
 
@@ -328,13 +336,22 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.stopped {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
+		if len(w.lines) == maxLogLines {
+			w.lines = w.lines[1:]
+			w.dropped++
+		}
+		w.lines = append(w.lines, strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
 }
 
+// stop ends the logging and, if the subtest failed, prints what was kept.
 func (w *testWriter) stop() {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.stopped = true
-	w.mu.Unlock()
+	if !w.t.Failed() || len(w.lines) == 0 {
+		return
+	}
+	w.t.Logf("the Lockers' log (last %d lines, %d before them dropped):\n%s", len(w.lines), w.dropped, strings.Join(w.lines, "\n"))
 }
