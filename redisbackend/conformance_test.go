@@ -3,7 +3,9 @@ package redisbackend
 import (
 	"context"
 	"sort"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/embedredis"
 	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/notifyconn"
 	"github.com/redislocker/lock/internal/redistest"
 )
 
@@ -40,8 +43,9 @@ func TestConformance(t *testing.T) {
 //     TestConformance on a real server.
 //   - TIME follows the wall clock, so waiter deadlines (L3) need nothing.
 //   - Its Lua is gopher-lua, not Redis's Lua 5.1; the scripts run on both.
-//   - It cannot cut or kill connections: the reconnect path (Wake{All}) is
-//     tested on a real server only (TestReconnectWakesAll).
+//   - It cannot kill connections (CLIENT KILL): the harness closes the
+//     backend's pub/sub connection on the client's side instead
+//     (internal/notifyconn), as for a real server.
 func TestConformanceMiniredis(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) conformance.Harness {
 		srv, err := embedredis.Start()
@@ -54,16 +58,32 @@ func TestConformanceMiniredis(t *testing.T) {
 }
 
 // redisHarness makes backends on one Redis server under one key prefix.
+// Every backend's client dials through a notifyconn.Conns, so that the
+// harness can delay its subscriptions and break its pub/sub connection.
 type redisHarness struct {
 	addr string
 	ks   keys.Keyspace
 	raw  *redis.Client
+
+	mu    sync.Mutex
+	conns map[backend.Backend]*notifyconn.Conns
 }
 
+// The harness's small limits, so that waiter-cap and purge-limit can fill
+// a queue; the suite's largest queue has 16 waiters.
+const (
+	confMaxWaiters = 64
+	confPurgeLimit = 8
+)
+
 var (
-	_ conformance.Harness      = (*redisHarness)(nil)
-	_ conformance.Expirer      = (*redisHarness)(nil)
-	_ conformance.StateChecker = (*redisHarness)(nil)
+	_ conformance.Harness          = (*redisHarness)(nil)
+	_ conformance.Expirer          = (*redisHarness)(nil)
+	_ conformance.StateChecker     = (*redisHarness)(nil)
+	_ conformance.Forgetter        = (*redisHarness)(nil)
+	_ conformance.NotifierDropper  = (*redisHarness)(nil)
+	_ conformance.SubscribeDelayer = (*redisHarness)(nil)
+	_ conformance.Limiter          = (*redisHarness)(nil)
 )
 
 func newRedisHarness(t *testing.T, addr string) *redisHarness {
@@ -73,16 +93,20 @@ func newRedisHarness(t *testing.T, addr string) *redisHarness {
 	}
 	raw := newClient(addr)
 	t.Cleanup(func() { raw.Close() })
-	return &redisHarness{addr: addr, ks: ks, raw: raw}
+	return &redisHarness{addr: addr, ks: ks, raw: raw, conns: make(map[backend.Backend]*notifyconn.Conns)}
 }
 
 // NewBackend returns a Backend with a client of its own.
 func (h *redisHarness) NewBackend(t *testing.T) backend.Backend {
-	client := newClient(h.addr)
-	b, err := New(client, &Options{Prefix: h.ks.Prefix()})
+	conns := notifyconn.New()
+	client := redis.NewClient(&redis.Options{Addr: h.addr, Dialer: conns.Dial})
+	b, err := New(client, &Options{Prefix: h.ks.Prefix(), MaxWaiters: confMaxWaiters, PurgeLimit: confPurgeLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.mu.Lock()
+	h.conns[b] = conns
+	h.mu.Unlock()
 	// Registered before the suite's own cleanups, so it runs after them.
 	t.Cleanup(func() {
 		_ = b.Close()
@@ -117,4 +141,43 @@ func (h *redisHarness) StateLeft(t *testing.T, id string) []string {
 	}
 	sort.Strings(left)
 	return left
+}
+
+// Limits states the Options the harness gives every Backend.
+func (h *redisHarness) Limits() conformance.Limits {
+	return conformance.Limits{MaxWaiters: confMaxWaiters, PurgeLimit: confPurgeLimit}
+}
+
+// ForgetIdle deletes id's keys but the counters hash: what Redis deletes
+// by itself once their TTLs run out.
+func (h *redisHarness) ForgetIdle(t *testing.T, id string) {
+	if left := h.StateLeft(t, id); len(left) > 0 {
+		if err := h.raw.Del(context.Background(), left...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// connsOf returns the notifyconn.Conns of b's client.
+func (h *redisHarness) connsOf(t *testing.T, b backend.Backend) *notifyconn.Conns {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.conns[b]
+	if c == nil {
+		t.Fatalf("not a backend of this harness: %T", b)
+	}
+	return c
+}
+
+// DropNotifier closes b's pub/sub connection on the client's side; go-redis
+// reconnects and subscribes again.
+func (h *redisHarness) DropNotifier(t *testing.T, b backend.Backend) {
+	if n := h.connsOf(t, b).DropNotifiers(); n == 0 {
+		t.Fatal("DropNotifier: the backend has no pub/sub connection")
+	}
+}
+
+// DelaySubscribe holds back b's SUBSCRIBE commands by d.
+func (h *redisHarness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
+	h.connsOf(t, b).DelaySubscribe(d)
 }
