@@ -91,9 +91,9 @@ type Limits struct {
 	PurgeLimit int
 	// UnnamedWakes states that the backend cannot name the head (e.g.
 	// wake-ups from client-side-caching invalidations, checklist item 8):
-	// every process waiting on the id gets Wake{ID} with no token.
-	// wake-only-head then checks only the wake-ups that name a token or
-	// ask for All.
+	// every process waiting on the id gets Wake{ID} with no token, or
+	// Wake{ID, All: true} when its connection was replaced. wake-only-head
+	// then checks only the wake-ups that name a token.
 	UnnamedWakes bool
 	// HeadChangeUnwoken states a documented exception to checklist item
 	// 7: a step that removes the head while the lock stays free (a Leave,
