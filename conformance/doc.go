@@ -119,7 +119,6 @@
 //     with no backend call; an id of exactly MaxIDLength (with braces, NUL
 //     and invalid UTF-8) works, queue hand-off included, and is not confused
 //     with an id that differs in its last byte.
-//
 //   - waiter-cap (H3): with Limits.MaxWaiters stated, a full queue refuses
 //     a new waiter with ErrQueueFull (alone, in a batch, and through
 //     Locker.Acquire) and enqueues nothing, a queued waiter's retry is not
