@@ -68,7 +68,7 @@ type goRedisHarness struct {
 	opts  redisbackend.Options
 	ks    keys.Keyspace
 	raw   *redis.ClusterClient
-	conns notifyConns
+	conns notifyconn.Set
 }
 
 var (
@@ -86,45 +86,6 @@ const (
 	confMaxWaiters = 64
 	confPurgeLimit = 8
 )
-
-// notifyConns maps each backend a harness made to the notifyconn.Conns its
-// client dials through, for DropNotifier and DelaySubscribe.
-type notifyConns struct {
-	mu sync.Mutex
-	m  map[backend.Backend]*notifyconn.Conns
-}
-
-func (n *notifyConns) add(b backend.Backend, c *notifyconn.Conns) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.m == nil {
-		n.m = make(map[backend.Backend]*notifyconn.Conns)
-	}
-	n.m[b] = c
-}
-
-func (n *notifyConns) of(t *testing.T, b backend.Backend) *notifyconn.Conns {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	c := n.m[b]
-	if c == nil {
-		t.Fatalf("not a backend of this harness: %T", b)
-	}
-	return c
-}
-
-// DropNotifier closes, on the client's side, every connection of b that
-// subscribed or tracks (one per master in sharded or tracking modes).
-func (n *notifyConns) DropNotifier(t *testing.T, b backend.Backend) {
-	if n.of(t, b).DropNotifiers() == 0 {
-		t.Fatal("DropNotifier: the backend has no pub/sub or tracking connection")
-	}
-}
-
-// DelaySubscribe holds back b's (S)SUBSCRIBE commands by d.
-func (n *notifyConns) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
-	n.of(t, b).DelaySubscribe(d)
-}
 
 // forgetIdle deletes id's keys but the counters hash (all in one slot).
 func forgetIdle(t *testing.T, raw *redis.ClusterClient, left []string) {
@@ -176,7 +137,7 @@ func (h *goRedisHarness) NewBackend(t *testing.T) backend.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.conns.add(b, conns)
+	h.conns.Add(b, conns)
 	t.Cleanup(func() {
 		_ = b.Close()
 		client.Close()
@@ -230,7 +191,7 @@ type rueidisHarness struct {
 	opts  rueidisbackend.Options
 	ks    keys.Keyspace
 	raw   *redis.ClusterClient
-	conns notifyConns
+	conns notifyconn.Set
 }
 
 var (
@@ -302,7 +263,7 @@ func (h *rueidisHarness) NewBackend(t *testing.T) backend.Backend {
 	if b.Mode() != h.mode {
 		t.Fatalf("Mode() = %v, want %v", b.Mode(), h.mode)
 	}
-	h.conns.add(b, conns)
+	h.conns.Add(b, conns)
 	t.Cleanup(func() { _ = b.Close() })
 	return b
 }

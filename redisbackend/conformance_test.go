@@ -3,7 +3,6 @@ package redisbackend
 import (
 	"context"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -65,8 +64,7 @@ type redisHarness struct {
 	ks   keys.Keyspace
 	raw  *redis.Client
 
-	mu    sync.Mutex
-	conns map[backend.Backend]*notifyconn.Conns
+	conns notifyconn.Set
 }
 
 // The harness's small limits, so that waiter-cap and purge-limit can fill
@@ -93,7 +91,7 @@ func newRedisHarness(t *testing.T, addr string) *redisHarness {
 	}
 	raw := newClient(addr)
 	t.Cleanup(func() { raw.Close() })
-	return &redisHarness{addr: addr, ks: ks, raw: raw, conns: make(map[backend.Backend]*notifyconn.Conns)}
+	return &redisHarness{addr: addr, ks: ks, raw: raw}
 }
 
 // NewBackend returns a Backend with a client of its own.
@@ -104,9 +102,7 @@ func (h *redisHarness) NewBackend(t *testing.T) backend.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.mu.Lock()
-	h.conns[b] = conns
-	h.mu.Unlock()
+	h.conns.Add(b, conns)
 	// Registered before the suite's own cleanups, so it runs after them.
 	t.Cleanup(func() {
 		_ = b.Close()
@@ -158,26 +154,11 @@ func (h *redisHarness) ForgetIdle(t *testing.T, id string) {
 	}
 }
 
-// connsOf returns the notifyconn.Conns of b's client.
-func (h *redisHarness) connsOf(t *testing.T, b backend.Backend) *notifyconn.Conns {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c := h.conns[b]
-	if c == nil {
-		t.Fatalf("not a backend of this harness: %T", b)
-	}
-	return c
-}
-
 // DropNotifier closes b's pub/sub connection on the client's side; go-redis
 // reconnects and subscribes again.
-func (h *redisHarness) DropNotifier(t *testing.T, b backend.Backend) {
-	if n := h.connsOf(t, b).DropNotifiers(); n == 0 {
-		t.Fatal("DropNotifier: the backend has no pub/sub connection")
-	}
-}
+func (h *redisHarness) DropNotifier(t *testing.T, b backend.Backend) { h.conns.DropNotifier(t, b) }
 
 // DelaySubscribe holds back b's SUBSCRIBE commands by d.
 func (h *redisHarness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
-	h.connsOf(t, b).DelaySubscribe(d)
+	h.conns.DelaySubscribe(t, b, d)
 }

@@ -2,7 +2,6 @@ package rueidisbackend
 
 import (
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,8 +42,7 @@ type harness struct {
 	ks   keys.Keyspace
 	raw  rueidis.Client
 
-	mu    sync.Mutex
-	conns map[backend.Backend]*notifyconn.Conns
+	conns notifyconn.Set
 }
 
 // The harness's small limits, so that waiter-cap and purge-limit can fill
@@ -74,7 +72,7 @@ func newHarness(t *testing.T, addr string, mode Mode) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(raw.Close)
-	return &harness{addr: addr, mode: mode, ks: ks, raw: raw, conns: make(map[backend.Backend]*notifyconn.Conns)}
+	return &harness{addr: addr, mode: mode, ks: ks, raw: raw}
 }
 
 // NewBackend returns a Backend with a client of its own.
@@ -100,9 +98,7 @@ func (h *harness) NewBackend(t *testing.T) backend.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.mu.Lock()
-	h.conns[b] = conns
-	h.mu.Unlock()
+	h.conns.Add(b, conns)
 	if b.Mode() != h.mode {
 		t.Fatalf("Mode() = %v, want %v", b.Mode(), h.mode)
 	}
@@ -167,28 +163,13 @@ func (h *harness) ForgetIdle(t *testing.T, id string) {
 	}
 }
 
-// connsOf returns the notifyconn.Conns of b's client.
-func (h *harness) connsOf(t *testing.T, b backend.Backend) *notifyconn.Conns {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c := h.conns[b]
-	if c == nil {
-		t.Fatalf("not a backend of this harness: %T", b)
-	}
-	return c
-}
-
 // DropNotifier closes, on the client's side, b's connection that carries
 // wake-ups: the tracking connection (Tracking) or the pub/sub one
 // (PubSub). rueidis dials a new one and the Backend re-subscribes.
-func (h *harness) DropNotifier(t *testing.T, b backend.Backend) {
-	if n := h.connsOf(t, b).DropNotifiers(); n == 0 {
-		t.Fatal("DropNotifier: the backend has no tracking or pub/sub connection")
-	}
-}
+func (h *harness) DropNotifier(t *testing.T, b backend.Backend) { h.conns.DropNotifier(t, b) }
 
 // DelaySubscribe holds back b's SUBSCRIBE commands by d. In Tracking mode
 // Subscribe sends none (it only registers), so it changes nothing there.
 func (h *harness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
-	h.connsOf(t, b).DelaySubscribe(d)
+	h.conns.DelaySubscribe(t, b, d)
 }

@@ -12,7 +12,9 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"regexp"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -94,14 +96,13 @@ func (c *Conns) currentDelay() time.Duration {
 	return c.delay
 }
 
-// Commands that make a connection a notifier, as RESP bulk strings
-// (lower-cased).
-var markers = [][]byte{
-	[]byte("$9\r\nsubscribe\r\n"),
-	[]byte("$10\r\nssubscribe\r\n"),
-	[]byte("$10\r\npsubscribe\r\n"),
-	[]byte("$8\r\ntracking\r\n"),
-}
+// Commands that make a connection a notifier, as RESP arrays: the command
+// name right after the array's header, so that a key or argument that
+// merely spells one never matches.
+var (
+	subscribeCmd = regexp.MustCompile(`(?i)\*\d+\r\n\$(9\r\nsubscribe|10\r\nssubscribe|10\r\npsubscribe)\r\n`)
+	trackingCmd  = regexp.MustCompile(`(?i)\*\d+\r\n\$6\r\nclient\r\n\$8\r\ntracking\r\n`)
+)
 
 type conn struct {
 	net.Conn
@@ -126,16 +127,11 @@ func (cn *conn) notifier() bool {
 }
 
 func (cn *conn) Write(b []byte) (int, error) {
-	lower := bytes.ToLower(b)
-	subscribe := false
-	for _, m := range markers {
-		if bytes.Contains(lower, m) {
-			subscribe = m[1] != '8' // tracking is not a subscription
-			cn.mu.Lock()
-			cn.isNotify = true
-			cn.mu.Unlock()
-			break
-		}
+	subscribe := subscribeCmd.Match(b)
+	if subscribe || trackingCmd.Match(b) {
+		cn.mu.Lock()
+		cn.isNotify = true
+		cn.mu.Unlock()
 	}
 	cn.mu.Lock()
 	if cn.closed {
@@ -192,4 +188,47 @@ func (cn *conn) Close() error {
 	delete(cn.owner.conns, cn)
 	cn.owner.mu.Unlock()
 	return err
+}
+
+// Set maps the backends a test harness made to the Conns of their
+// clients. Its methods are goroutine-safe.
+type Set struct {
+	mu sync.Mutex
+	m  map[any]*Conns
+}
+
+// Add registers c as the Conns of backend b.
+func (s *Set) Add(b any, c *Conns) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[any]*Conns)
+	}
+	s.m[b] = c
+}
+
+func (s *Set) of(t testing.TB, b any) *Conns {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.m[b]
+	if c == nil {
+		t.Fatalf("notifyconn: %T is not a backend of this harness", b)
+	}
+	return c
+}
+
+// DropNotifier closes backend b's connections that subscribed or track,
+// failing t when it has none.
+func (s *Set) DropNotifier(t testing.TB, b any) {
+	t.Helper()
+	if s.of(t, b).DropNotifiers() == 0 {
+		t.Fatal("notifyconn: the backend has no pub/sub or tracking connection to drop")
+	}
+}
+
+// DelaySubscribe is Conns.DelaySubscribe for backend b.
+func (s *Set) DelaySubscribe(t testing.TB, b any, d time.Duration) {
+	t.Helper()
+	s.of(t, b).DelaySubscribe(d)
 }
