@@ -142,7 +142,9 @@
 //     (re-raised), extends while fn runs 3x the ttl, and returns zero and
 //     ErrNotAcquired on a queue timeout.
 //   - close: Close ends a queued Acquire, AcquireMany and Do with ErrClosed
-//     promptly, they leave the queue, and Close twice returns the same.
+//     promptly, they leave the queue, and Close twice returns the same; a
+//     backend's own Close twice returns nil or ErrClosed, and its steps
+//     after Close return ErrClosed.
 //   - model: a rapid state machine drives Acquire (with and without Wait),
 //     AcquireBatch, Release, Extend, Leave, LeaveBatch and Heartbeat on three
 //     backends and compares every result with a plain model (holder, fence,
