@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redislocker/lock/backend"
@@ -53,6 +54,7 @@ type stepBreakage struct {
 	muted  *muter
 	fences *idFences
 	book   *stepBook
+	closed atomic.Bool
 }
 
 // stepBook records, for every backend of a harness, the grants not
@@ -217,6 +219,9 @@ func (b *stepBreakage) Subscribe(ctx context.Context, id string, fn func(backend
 	if b.kind != "subscribe-early" {
 		return b.inner.Subscribe(ctx, id, deliver)
 	}
+	if b.closed.Load() {
+		return nil, backend.ErrClosed
+	}
 	// The bug: the subscription is made in the background.
 	ready := make(chan func(), 1)
 	go func() {
@@ -243,6 +248,11 @@ func (b *stepBreakage) AcquireBatch(ctx context.Context, reqs []backend.AcquireR
 		out[i] = backend.BatchGrant{Grant: g, Err: err}
 	}
 	return out, nil
+}
+
+func (b *stepBreakage) Close() error {
+	b.closed.Store(true)
+	return b.inner.Close()
 }
 
 func (b *stepBreakage) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
