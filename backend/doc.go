@@ -22,82 +22,124 @@
 // # Implementer's checklist
 //
 // State per id: a lock (holder token, expiry, fence), a queue of waiters
-// (token, ticket, deadline) and a fence counter.
+// (token, ticket, deadline) and a fence counter. "Store" below means
+// whatever holds that state (Redis keys, table rows, a map in memory);
+// the Redis adapters are the running example.
+//
+// Ids and tokens are arbitrary byte strings, not text: they may hold NUL,
+// invalid UTF-8, braces and separators. Choose columns that keep every
+// byte (bytea, not text; Redis strings are binary-safe) and an encoding of
+// the id into names that is injective (ids "a:b" and "a" with suffix ":b"
+// never meet).
 //
 //  1. Acquire is one atomic step: purge expired waiters of the id (every
 //     expired entry, up to a bounded LIMIT per step). When req.Token already
 //     holds the lock, whatever the queue holds, the step is a no-op that
-//     reports Acquired with the existing fence and the remaining TTL (retry
-//     safety, S6). Otherwise it grants if and only if the lock is free and
-//     no queued waiter has a lower ticket than the requester's. A requester
-//     that is not queued has an infinite ticket, so any queued waiter blocks
-//     it. Granting removes the requester's queue entry, sets the lock to
-//     req.Token with expiry now+req.TTL by the store's clock, and takes the
-//     next fence from a counter. The counter may be per id or wider: fences
-//     and tickets need only strictly increase per id, not by one.
-//     An entry past its deadline is dead even where the purge LIMIT left it
-//     in place: never refresh or grant it; its owner counts as not queued.
+//     reports Acquired with the existing fence and the remaining TTL, never
+//     req.TTL (retry safety, S6; a lease must not claim more validity than
+//     the store has left, S2). Otherwise it grants if and only if the lock
+//     is free and no waiter with a lower ticket than the requester's is in
+//     the queue (a requester that is not queued has an infinite ticket, so
+//     any queued waiter blocks it). Granting removes the requester's queue entry, sets
+//     the lock to req.Token with expiry now+req.TTL (relative to the store's
+//     clock), and takes the next fence from a counter (per id, or wider:
+//     fences and tickets need only strictly increase per id, not by one).
+//     Fences never go back, also after the id was idle and its state was
+//     deleted: a counter deleted with the id's other state restarts, so keep
+//     it apart (a store-wide counter), or take the fence from the store's
+//     clock as the Redis adapters do: max(last fence + 1, server time in µs). An entry past its deadline is dead even where the
+//     purge LIMIT left it in place: never refresh or grant it; its owner
+//     counts as not queued.
 //  2. When Acquire does not grant and req.Wait is set, the requester is
 //     enqueued with the next ticket of the id's ticket counter (or keeps its
 //     ticket if already queued) and its deadline becomes now+req.WaiterTTL by
 //     the store's clock. Tickets strictly increase per id; the queue is
-//     ordered by ticket, never by time. A full queue returns ErrQueueFull and
-//     enqueues nothing. Without req.Wait nothing is enqueued.
+//     ordered by ticket, never by time. A full queue (the cap of item 11)
+//     returns ErrQueueFull and enqueues nothing; a requester already queued
+//     is never refused for it. Without req.Wait nothing is enqueued and no
+//     deadline is refreshed, but a requester that is already queued is
+//     reported as such all the same: Grant.Queued, its Ticket, and Head.
 //  3. Release deletes the lock only if req token holds it (compare-and-
-//     delete); otherwise it returns ErrNotHeld and changes nothing. A
-//     backend whose client may resend a command on its own (go-redis
-//     retries after a lost reply) may answer nil to the token of the id's
-//     latest Release. The resent release then does not report ErrNotHeld
-//     for a release that happened. It never touches a lock another token
-//     holds.
+//     delete); otherwise it returns ErrNotHeld and changes nothing. A lease
+//     past its expiry is not held, whether or not anyone took the lock
+//     since: its Release is ErrNotHeld too. A backend whose client may
+//     resend a command on its own (go-redis retries after a lost reply) may
+//     answer nil to the token of the id's latest Release, so that the
+//     resent release does not report ErrNotHeld for a release that
+//     happened; it never touches a lock another token holds.
 //  4. Extend sets a new expiry only if the token holds the lock and it has
-//     not expired (compare-and-set); it never re-creates an expired lock,
-//     and it keeps the fence. Otherwise ErrNotHeld.
+//     not expired (compare-and-set); it never re-creates an expired lock
+//     (an upsert is the classic mistake), and it keeps the fence. Otherwise
+//     ErrNotHeld.
 //  5. Leave removes the token's queue entry and, if the token holds the
 //     lock (a grant that raced the waiter's cancellation), releases it. It is
 //     idempotent and returns nil when there was nothing to remove.
 //  6. Heartbeat refreshes the deadline of each listed waiter that is still
-//     queued; it never re-adds one that is gone. It purges expired waiters
-//     of each listed id. It reports per waiter whether it is still queued
-//     and whether it could be granted now (lock free and it is the head). A
-//     live waiter whose heartbeats arrive within WaiterTTL is never purged.
-//  7. Wake the head with Wake{ID, Token: headToken} through the Notifier.
-//     Do it in every step that frees the lock while waiters are queued,
-//     removes the head while the lock is free, or finds the lock free with a
-//     queued head (Heartbeat). Only the head is named; other waiters are
-//     not woken. A lease that expires without a release need not notify:
-//     the core keeps a timer at the holder's remaining TTL.
+//     queued (never re-adds one that is gone, never revives one past its
+//     deadline), purges expired waiters of each listed id, and reports per
+//     waiter whether it is still queued and whether it could be granted now
+//     (lock free and it is the head). A live waiter whose heartbeats arrive
+//     within WaiterTTL is never purged.
+//  7. Wake the head: every step that frees the lock while waiters are
+//     queued, or removes the head while the lock is free, or finds the lock
+//     free with a queued head (Heartbeat), wakes that head through the
+//     Notifier with Wake{ID, Token: headToken}. Removing the head includes
+//     its Leave and the purge of a dead head by any step (an Acquire of
+//     another client, a Heartbeat). Only the head is named; other waiters
+//     are not woken, and a wake-up goes to every process subscribed to the
+//     id at most once (the core routes it to the named waiter). A lease
+//     that expires without a release need not notify: the core keeps a
+//     timer at the holder's remaining TTL.
 //  8. Subscribe must not return before wake-ups for the id can be
 //     delivered (the core subscribes before it checks, so no release can
-//     slip between). Use one shared, reference-counted subscription per
-//     backend, never a connection per waiter. A backend whose wake-ups
-//     come from tracking a key read by the step itself (client-side caching
-//     invalidations) may make Subscribe a registration only. The core
-//     always runs a waiting Acquire after Subscribe and before it relies on
-//     wake-ups, and that step's read starts the tracking. When the
-//     connection is re-established, deliver Wake{ID: id, All: true} for
-//     every subscribed id so that every local waiter re-checks. If the
-//     backend cannot name the head (e.g. a cache invalidation), deliver
-//     Wake{ID: id}. Steps that return ErrNotHeld may still expire or purge
-//     what is already dead; nothing a live client can observe changes.
+//     slip between): on Redis, wait for the server's confirmation of the
+//     SUBSCRIBE, not only for the command to be sent. Use one shared,
+//     reference-counted subscription per backend, never a connection per
+//     waiter. A backend whose wake-ups come from tracking a key read by the
+//     step itself (client-side caching invalidations) may make Subscribe a
+//     registration only: the core always runs a waiting Acquire after
+//     Subscribe and before it relies on wake-ups, and that step's read
+//     starts the tracking. When the connection is re-established, deliver
+//     Wake{ID: id, All: true} for every subscribed id so that every local
+//     waiter re-checks. If the backend cannot name the head (e.g. a cache
+//     invalidation), deliver Wake{ID: id}.
+//     Steps that return ErrNotHeld may still expire or purge what is
+//     already dead; nothing a live client can observe changes.
 //  9. Errors: return ErrNotHeld and ErrQueueFull as themselves (wrapping
 //     is allowed); return store or client failures as they are, the core
 //     wraps them once in a *BackendError. Honour ctx: a cancelled ctx
 //     ends the call, and the outcome may then be unknown (the core cleans up
-//     by token with Leave). Never return lock.ErrNotAcquired or
-//     lock.ErrLeaseLost: they are the core's answers to a lock.Do caller
-//     and are defined in package lock.
+//     by token with Leave). That cleanup may reach the store before the
+//     cancelled step does (another connection, a resent command): the
+//     backend need not order them, and what the late step leaves (an entry,
+//     a grant) is bounded by its WaiterTTL or TTL.
 //  10. Concurrency: every method may be called concurrently from many
 //     goroutines. A backend value is one "process": two backend values on
 //     the same store contend with each other exactly like two machines.
+//     Atomicity is per step and per id: each waiter of a Heartbeat and each
+//     request of a batch is its own step. Neither needs to be atomic as a
+//     whole, and neither may hold a lock of one id while it waits for
+//     another (a store where one batch is one transaction deadlocks two
+//     batches that list the same ids in opposite orders: run one
+//     transaction per id, or take the ids in a fixed order). AcquireBatch
+//     still takes effect in request order and reports in that order.
 //  11. Bounds (H3): at most MaxIDLength bytes per id and MaxTokenLength per
 //     token (the core validates both before any call); a cap on waiters per
 //     id; a LIMIT on the purge work of one step. Every key or entry a
 //     backend stores expires, except documented counters (fence, ticket).
-//
-// Inputs the core guarantees: id non-empty and at most MaxIDLength bytes;
-// token non-empty and at most MaxTokenLength bytes; TTL and WaiterTTL at
-// least the backend's resolution. A backend may trust them.
+//     A store that expires lazily (rows past their expiry deleted by a later
+//     step or a sweep) has "no state left" (H2) for an id once every row of
+//     it is past its expiry: expired rows count as gone, but they must go
+//     within a bounded, documented idle time, and never be read as live.
+//  12. Close releases the backend's own resources; a second Close does
+//     nothing more and returns nil or ErrClosed. Every other call after
+//     Close returns ErrClosed.
+//  13. TTLs: a store with a coarser clock than the TTLs it is given states
+//     it with Resolver. Grant.TTL of a retried grant is the remaining TTL
+//     rounded down (never more than is left); Grant.HolderTTL is the
+//     holder's remaining TTL rounded up to the resolution, so that it is
+//     never 0 while the lock is held (Redis: PTTL in ms, 0 in the last
+//     millisecond, reported as 1).
 //
 // The conformance package runs the same suite against every backend; a new
 // backend is done when conformance.Run passes.

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -12,6 +13,7 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/notifyconn"
 	"github.com/redislocker/lock/internal/rediscluster"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
@@ -66,12 +68,47 @@ type goRedisHarness struct {
 	opts  redisbackend.Options
 	ks    keys.Keyspace
 	raw   *redis.ClusterClient
+	conns notifyconn.Set
 }
 
 var (
-	_ conformance.Expirer      = (*goRedisHarness)(nil)
-	_ conformance.StateChecker = (*goRedisHarness)(nil)
+	_ conformance.Expirer          = (*goRedisHarness)(nil)
+	_ conformance.StateChecker     = (*goRedisHarness)(nil)
+	_ conformance.Forgetter        = (*goRedisHarness)(nil)
+	_ conformance.NotifierDropper  = (*goRedisHarness)(nil)
+	_ conformance.SubscribeDelayer = (*goRedisHarness)(nil)
+	_ conformance.Limiter          = (*goRedisHarness)(nil)
 )
+
+// The harnesses' small limits, so that waiter-cap and purge-limit can fill
+// a queue; the suite's largest queue has 16 waiters.
+const (
+	confMaxWaiters = 64
+	confPurgeLimit = 8
+)
+
+// forgetIdle deletes id's keys but the counters hash (all in one slot).
+func forgetIdle(t *testing.T, raw *redis.ClusterClient, left []string) {
+	if len(left) > 0 {
+		if err := raw.Del(ctx, left...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (h *goRedisHarness) DropNotifier(t *testing.T, b backend.Backend) { h.conns.DropNotifier(t, b) }
+
+func (h *goRedisHarness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
+	h.conns.DelaySubscribe(t, b, d)
+}
+
+func (h *goRedisHarness) ForgetIdle(t *testing.T, id string) {
+	forgetIdle(t, h.raw, h.StateLeft(t, id))
+}
+
+func (h *goRedisHarness) Limits() conformance.Limits {
+	return conformance.Limits{MaxWaiters: confMaxWaiters, PurgeLimit: confPurgeLimit}
+}
 
 func newGoRedisHarness(t *testing.T, c *rediscluster.Cluster, opts *redisbackend.Options) *goRedisHarness {
 	h := &goRedisHarness{addrs: c.Addrs()}
@@ -81,6 +118,7 @@ func newGoRedisHarness(t *testing.T, c *rediscluster.Cluster, opts *redisbackend
 	if h.opts.Prefix == "" {
 		h.opts.Prefix = prefix(t)
 	}
+	h.opts.MaxWaiters, h.opts.PurgeLimit = confMaxWaiters, confPurgeLimit
 	ks, err := keys.New(h.opts.Prefix)
 	if err != nil {
 		t.Fatal(err)
@@ -92,12 +130,14 @@ func newGoRedisHarness(t *testing.T, c *rediscluster.Cluster, opts *redisbackend
 }
 
 func (h *goRedisHarness) NewBackend(t *testing.T) backend.Backend {
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: h.addrs})
+	conns := notifyconn.New()
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: h.addrs, Dialer: conns.Dial})
 	o := h.opts
 	b, err := redisbackend.New(client, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.conns.Add(b, conns)
 	t.Cleanup(func() {
 		_ = b.Close()
 		client.Close()
@@ -151,12 +191,34 @@ type rueidisHarness struct {
 	opts  rueidisbackend.Options
 	ks    keys.Keyspace
 	raw   *redis.ClusterClient
+	conns notifyconn.Set
 }
 
 var (
-	_ conformance.Expirer      = (*rueidisHarness)(nil)
-	_ conformance.StateChecker = (*rueidisHarness)(nil)
+	_ conformance.Expirer          = (*rueidisHarness)(nil)
+	_ conformance.StateChecker     = (*rueidisHarness)(nil)
+	_ conformance.Forgetter        = (*rueidisHarness)(nil)
+	_ conformance.NotifierDropper  = (*rueidisHarness)(nil)
+	_ conformance.SubscribeDelayer = (*rueidisHarness)(nil)
+	_ conformance.Limiter          = (*rueidisHarness)(nil)
 )
+
+func (h *rueidisHarness) DropNotifier(t *testing.T, b backend.Backend) { h.conns.DropNotifier(t, b) }
+
+func (h *rueidisHarness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
+	h.conns.DelaySubscribe(t, b, d)
+}
+
+func (h *rueidisHarness) ForgetIdle(t *testing.T, id string) {
+	forgetIdle(t, h.raw, h.StateLeft(t, id))
+}
+
+// Limits states the options, and in Tracking mode the documented limits
+// of invalidation wake-ups (see rueidisbackend's package doc).
+func (h *rueidisHarness) Limits() conformance.Limits {
+	tracking := h.mode == rueidisbackend.Tracking
+	return conformance.Limits{MaxWaiters: confMaxWaiters, PurgeLimit: confPurgeLimit, UnnamedWakes: tracking, HeadChangeUnwoken: tracking}
+}
 
 func newRueidisHarness(t *testing.T, c *rediscluster.Cluster, mode rueidisbackend.Mode, opts *rueidisbackend.Options) *rueidisHarness {
 	h := &rueidisHarness{addrs: c.Addrs(), mode: mode}
@@ -166,6 +228,7 @@ func newRueidisHarness(t *testing.T, c *rediscluster.Cluster, mode rueidisbacken
 	if h.opts.Prefix == "" {
 		h.opts.Prefix = prefix(t)
 	}
+	h.opts.MaxWaiters, h.opts.PurgeLimit = confMaxWaiters, confPurgeLimit
 	ks, err := keys.New(h.opts.Prefix)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +240,8 @@ func newRueidisHarness(t *testing.T, c *rediscluster.Cluster, mode rueidisbacken
 }
 
 func (h *rueidisHarness) NewBackend(t *testing.T) backend.Backend {
-	co := rueidis.ClientOption{InitAddress: h.addrs}
+	conns := notifyconn.New()
+	co := rueidis.ClientOption{InitAddress: h.addrs, DialCtxFn: conns.DialCtx}
 	o := h.opts
 	var b *rueidisbackend.Backend
 	var err error
@@ -199,6 +263,7 @@ func (h *rueidisHarness) NewBackend(t *testing.T) backend.Backend {
 	if b.Mode() != h.mode {
 		t.Fatalf("Mode() = %v, want %v", b.Mode(), h.mode)
 	}
+	h.conns.Add(b, conns)
 	t.Cleanup(func() { _ = b.Close() })
 	return b
 }

@@ -30,12 +30,46 @@ const brokenEnv = "LOCK_CONFORMANCE_BROKEN"
 const controlName = "none"
 
 // brokenKinds maps each broken backend to the properties that must catch
-// it (each of them must fail).
+// it (each of them must fail). The first four break so much that the
+// self-test runs only these properties against them; the others run the
+// whole suite and must fail nowhere else (but in alsoFails).
 var brokenKinds = map[string][]string{
 	"double-grant": {"mutual-exclusion"},
 	"queue-jump":   {"fifo-order", "try-acquire-fair"},
 	"drop-wakeups": {"wake-on-release"},
 	"repeat-fence": {"fencing"},
+	// One per planted bug of issue 11 and per property of the contract
+	// (broken_steps_test.go).
+	"wake-every-waiter":        {"wake-only-head"},
+	"wake-tail":                {"wake-only-head"},
+	"leave-no-wake":            {"wake-new-head"},
+	"purge-no-wake":            {"wake-new-head"},
+	"retry-full-ttl":           {"retry-remaining-ttl"},
+	"release-after-expiry-nil": {"not-held-after-expiry"},
+	"extend-revives":           {"extend-never-revives"},
+	"fence-forgotten":          {"fence-after-idle"},
+	"no-waiter-cap":            {"waiter-cap"},
+	"subscribe-early":          {"subscribe-live"},
+	"no-wake-all":              {"reconnect-wakes-all"},
+	"batch-reversed":           {"batch-order"},
+	"refresh-dead-entry":       {"purge-limit"},
+}
+
+// alsoFails lists, per broken backend, the other properties that its
+// breakage may fail too, because they exercise the same step.
+var alsoFails = map[string][]string{
+	// model drives AcquireBatch with several requests on one id.
+	"batch-reversed": {"model"},
+	// owner-only and lost-lease-signalled extend a lease the store ended
+	// (Expirer) through the core, which then calls the backend's Extend.
+	"extend-revives": {"owner-only", "lost-lease-signalled"},
+	// batch-order puts an ErrQueueFull in a batch, on a full queue.
+	"no-waiter-cap": {"batch-order"},
+	// wake-new-head's heartbeat case has a waiter behind the new head.
+	"wake-tail": {"wake-new-head"},
+	// A subscription made in the background may miss wake-new-head's
+	// wake-up even without a delay (a race the property may lose).
+	"subscribe-early": {"wake-new-head"},
 }
 
 // TestBrokenBackend runs the conformance suite against the backend named by
@@ -58,28 +92,51 @@ func TestBrokenBackend(t *testing.T) {
 // brokenHarness makes backends on one memorybackend Store, each wrapped in
 // the named breakage (or not, for the control).
 type brokenHarness struct {
-	kind  string
-	store *memorybackend.Store
-	fakes *fakeGrants // double-grant's fake leases, shared like the store
-	jump  sync.Mutex  // serializes the steps of queue-jump's backends
+	kind   string
+	store  *memorybackend.Store
+	fakes  *fakeGrants // double-grant's fake leases, shared like the store
+	jump   sync.Mutex  // serializes the steps of queue-jump's backends
+	muted  *muter      // leave-no-wake's muted ids
+	fences *idFences   // fence-forgotten's per-id counters
+	book   *stepBook   // the grants and entries stepBreakage tracks
 }
 
+// The harness's limits, as memorybackend's own conformance harness has.
+const (
+	brokenMaxWaiters = 64
+	brokenPurgeLimit = 8
+)
+
 var (
-	_ conformance.Harness      = (*brokenHarness)(nil)
-	_ conformance.Expirer      = (*brokenHarness)(nil)
-	_ conformance.StateChecker = (*brokenHarness)(nil)
+	_ conformance.Harness          = (*brokenHarness)(nil)
+	_ conformance.Expirer          = (*brokenHarness)(nil)
+	_ conformance.StateChecker     = (*brokenHarness)(nil)
+	_ conformance.Forgetter        = (*brokenHarness)(nil)
+	_ conformance.NotifierDropper  = (*brokenHarness)(nil)
+	_ conformance.SubscribeDelayer = (*brokenHarness)(nil)
+	_ conformance.Limiter          = (*brokenHarness)(nil)
 )
 
 func newBrokenHarness(kind string) *brokenHarness {
+	opts := &memorybackend.Options{MaxWaiters: brokenMaxWaiters, PurgeLimit: brokenPurgeLimit}
+	if kind == "no-waiter-cap" {
+		opts.MaxWaiters = 0 // the store's default, far above what Limits states
+	}
 	return &brokenHarness{
-		kind:  kind,
-		store: memorybackend.NewStore(nil),
-		fakes: &fakeGrants{byKey: make(map[string]*fakeGrant)},
+		kind:   kind,
+		store:  memorybackend.NewStore(opts),
+		fakes:  &fakeGrants{byKey: make(map[string]*fakeGrant)},
+		muted:  &muter{ids: make(map[string]int)},
+		fences: &idFences{byID: make(map[string]*idFence)},
+		book:   &stepBook{granted: make(map[string]bool), queued: make(map[string]backend.AcquireRequest)},
 	}
 }
 
 func (h *brokenHarness) NewBackend(t *testing.T) backend.Backend {
 	inner := h.store.NewBackend()
+	if b := newStepBreakage(h, inner); b != nil {
+		return b
+	}
 	switch h.kind {
 	case controlName:
 		return inner
@@ -94,6 +151,38 @@ func (h *brokenHarness) NewBackend(t *testing.T) backend.Backend {
 	}
 	t.Fatalf("unknown broken backend %q", h.kind)
 	return nil
+}
+
+// Limits states the store's limits (for no-waiter-cap, the limit the store
+// fails to enforce).
+func (h *brokenHarness) Limits() conformance.Limits {
+	return conformance.Limits{MaxWaiters: brokenMaxWaiters, PurgeLimit: brokenPurgeLimit}
+}
+
+// ForgetIdle drops id's idle entry; fence-forgotten forgets its counter.
+func (h *brokenHarness) ForgetIdle(t *testing.T, id string) {
+	h.store.Forget(id)
+	h.fences.forget(id)
+}
+
+// memoryOf returns the memorybackend Backend inside b.
+func memoryOf(t *testing.T, b backend.Backend) *memorybackend.Backend {
+	switch b := b.(type) {
+	case *memorybackend.Backend:
+		return b
+	case interface{ memory() *memorybackend.Backend }:
+		return b.memory()
+	}
+	t.Fatalf("not a backend of the broken harness: %T", b)
+	return nil
+}
+
+func (h *brokenHarness) DropNotifier(t *testing.T, b backend.Backend) {
+	memoryOf(t, b).DropNotifier()
+}
+
+func (h *brokenHarness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
+	memoryOf(t, b).DelaySubscriptions(d)
 }
 
 func (h *brokenHarness) ExpireNow(t *testing.T, id string) {
@@ -118,6 +207,8 @@ func (h *brokenHarness) StateLeft(t *testing.T, id string) []string {
 type wrapped struct {
 	inner *memorybackend.Backend
 }
+
+func (w wrapped) memory() *memorybackend.Backend { return w.inner }
 
 func (w wrapped) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
 	return w.inner.Acquire(ctx, req)

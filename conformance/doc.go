@@ -24,7 +24,9 @@
 // store (a Redis server) needs no flush between runs. The Lockers of the
 // suite use short timings (WaiterTimeout 300 ms-1 min as each property
 // needs, BatchTick 10 ms) and are closed when their subtest ends; the suite
-// takes seconds, not minutes. It assumes that the store's clock runs at
+// takes seconds, not minutes. Their log lines (the suite injects faults, so
+// a passing run logs warnings) are printed, with t.Log, only for a
+// property that failed. It assumes that the store's clock runs at
 // real speed: a harness may move it ahead with ClockAdvancer, but not stop
 // it.
 //
@@ -53,6 +55,18 @@
 //     (same fence, same ticket); Leave by token removes a grant or an entry;
 //     when the reply of a granting step or of an enqueue is lost, the core
 //     returns ErrBackend and leaves nothing held or queued.
+//   - retry-remaining-ttl (S2, S6): a retried Acquire by the holder, alone
+//     and in a batch, reports the TTL that is left after 400 ms, not the
+//     TTL it asks for; a lease from a retried AcquireWith is valid no longer
+//     than the first grant.
+//   - fence-after-idle (S3): fences strictly increase across a release, an
+//     expiry and an emptied queue, each followed (with a Forgetter) by the
+//     store forgetting the idle id.
+//   - not-held-after-expiry (S4): backend Release of an expired lease
+//     (at its TTL, and with an Expirer) is ErrNotHeld, with and without a
+//     new holder, whose lock stays untouched.
+//   - extend-never-revives (S4): backend Extend of an expired lease is
+//     ErrNotHeld, and another client can take the id at once.
 //   - acquire-many-no-unseen-leases (S7): breaking out of AcquireMany, or
 //     cancelling it, leaves no unseen lease and no queue entry.
 //
@@ -60,6 +74,22 @@
 //   - wake-on-release (L1): with heartbeats and the holder's TTL too slow to
 //     matter, a released lock is taken by the queued waiter within 5 s, and a
 //     wake-up reached its subscription.
+//   - wake-only-head (L1, checklist item 7): four waiters in four
+//     processes; after one release, counted per process through the spy,
+//     the wake-ups reach the head and no other waiter (none names another
+//     waiter; no unnamed wake-up or Wake{All} reaches another process,
+//     unless Limits.UnnamedWakes).
+//   - wake-new-head (L1, checklist item 7): a waiter with heartbeats too
+//     slow to matter is woken within 5 s when it becomes the head of a free
+//     lock: by a release, by the head's Leave, by another client's step
+//     that purges a dead head, and (with an Expirer) by another waiter's
+//     heartbeat that finds the lease ended.
+//   - subscribe-live (L1, checklist item 8): a release right after
+//     Subscribe returned (and the waiting step after it) wakes the
+//     subscriber, with subscriptions delayed 300 ms by a SubscribeDelayer.
+//   - reconnect-wakes-all (L1, checklist item 8): after the harness breaks
+//     a process's notifier (NotifierDropper), each of its subscribed ids
+//     gets Wake{All} within 5 s, and releases wake its waiters again.
 //   - no-lost-wakeup (L1): with the wake-ups lost, after a release, and after
 //     the holder's lease expires (at its TTL, or early with an Expirer) the
 //     waiter still acquires within the fallback bound.
@@ -89,11 +119,22 @@
 //     with no backend call. An id of exactly MaxIDLength (with braces, NUL
 //     and invalid UTF-8) works, queue hand-off included, and is not confused
 //     with an id that differs in its last byte.
+//   - waiter-cap (H3): with Limits.MaxWaiters stated, a full queue refuses
+//     a new waiter with ErrQueueFull (alone, in a batch, and through
+//     Locker.Acquire) and enqueues nothing, a queued waiter's retry is not
+//     refused, and a place that frees up can be taken.
+//   - purge-limit (H3, L3): with three times Limits.PurgeLimit waiters dead
+//     ahead of a live one, no Heartbeat refreshes and no Acquire grants a
+//     dead entry, the live waiter is granted within a bounded number of its
+//     own steps, and a dead waiter that asks again queues anew.
 //
 // The API around them:
 //   - bad-input: nil ctx, empty id, bad ttl, nil fn or Locker, bad
 //     AcquireMany ids, bad options, and every call after Close fail with an
 //     error naming the argument (or ErrClosed), with no backend call.
+//   - batch-order: AcquireBatch requests on shared ids take effect and
+//     report in request order, ErrQueueFull in its own place (with
+//     Limits.MaxWaiters); LeaveBatch leaves every listed entry.
 //   - acquire-many: no empty snapshot; every id exactly once, in ids order
 //     within a snapshot; held ids arrive after their release; duplicates fail
 //     before I/O; a queue timeout reports the ids left in the last snapshot.
@@ -101,11 +142,16 @@
 //     (re-raised), extends while fn runs 3x the ttl, and returns zero and
 //     ErrNotAcquired on a queue timeout.
 //   - close: Close ends a queued Acquire, AcquireMany and Do with ErrClosed
-//     promptly, they leave the queue, and Close twice returns the same.
+//     promptly, they leave the queue, and Close twice returns the same; a
+//     backend's own Close twice returns nil or ErrClosed, and its steps
+//     after Close return ErrClosed.
 //   - model: a rapid state machine drives Acquire (with and without Wait),
 //     AcquireBatch, Release, Extend, Leave, LeaveBatch and Heartbeat on three
 //     backends and compares every result with a plain model (holder, fence,
 //     queue in ticket order). Tune it with -rapid.checks and -rapid.steps.
+//     Its time limit is 5 minutes for rapid's default 100 checks of 30
+//     steps, scaled with checks x steps; a failure after it ran out says
+//     so (it is not a backend hang).
 //
 // # Optional harness capabilities
 //
@@ -117,6 +163,16 @@
 //     harness has no Expirer.
 //   - StateChecker: enables no-state-left (skipped without it), and makes
 //     model check that nothing is left after each of its runs.
+//   - Forgetter: lets fence-after-idle make the store forget an idle id's
+//     state (what it would drop by itself after an idle bound).
+//   - NotifierDropper: breaks a backend's notifier connection; enables
+//     reconnect-wakes-all (skipped without it).
+//   - SubscribeDelayer: makes subscriptions become live late, so that
+//     subscribe-live catches a Subscribe that returns early.
+//   - Limiter: states the waiter cap and purge limit (waiter-cap is skipped
+//     without a cap) and documented exceptions: UnnamedWakes (wake-ups
+//     that cannot name the head) and HeadChangeUnwoken (a head removed
+//     while the lock stays free wakes nobody; the heartbeat finds it).
 //
 // The suite wraps every backend in a spy (spy.go) that records the steps
 // and wake-ups, and injects faults: lost wake-ups, a killed process, a lost

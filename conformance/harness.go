@@ -37,3 +37,68 @@ type StateChecker interface {
 type ClockAdvancer interface {
 	Advance(t *testing.T, d time.Duration)
 }
+
+// Forgetter is an optional Harness capability for S3 across an idle
+// period: make the store drop at once every piece of id's state that it
+// would drop by itself once id is idle (leases and waiters past their
+// expiry, and whatever expires after an idle bound), as if that bound had
+// passed. Only what the backend documents to stay for ever (e.g. a fence
+// counter) may stay. The suite calls it only when id has no live holder
+// and no live waiter. Without it, fence-after-idle checks fences across
+// releases and expiries only.
+type Forgetter interface {
+	ForgetIdle(t *testing.T, id string)
+}
+
+// NotifierDropper is an optional Harness capability for checklist item 8:
+// break the connection (or whatever carries wake-ups) of the notifier of
+// b, a backend this harness made, so that b must re-establish it. After
+// that b must deliver Wake{ID: id, All: true} for every id it has a
+// subscription for. Without it, reconnect-wakes-all is skipped.
+type NotifierDropper interface {
+	DropNotifier(t *testing.T, b backend.Backend)
+}
+
+// SubscribeDelayer is an optional Harness capability for checklist item 8:
+// from now on, a subscription of b (a backend this harness made) becomes
+// live only d after Subscribe starts it, e.g. because the store's
+// confirmation is slow. A correct Subscribe then takes at least d; one
+// that returns before its subscription is live loses the wake-ups sent
+// right after it returns. d == 0 ends the delay. Without it,
+// subscribe-live runs with the store's own speed, which rarely exposes an
+// early return.
+type SubscribeDelayer interface {
+	DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration)
+}
+
+// Limiter is an optional Harness capability: the limits and documented
+// exceptions of the backends the harness makes, which some properties
+// need to know. A harness that is not a Limiter has the zero Limits.
+type Limiter interface {
+	Limits() Limits
+}
+
+// Limits describes the backends of a harness. The zero value means "not
+// stated": properties that need a figure are skipped, with the reason.
+type Limits struct {
+	// MaxWaiters is the cap on waiters per id (H3). waiter-cap fills a
+	// queue to it, so keep it small in the harness (e.g. 64); the suite's
+	// largest queue has 16 waiters. 0: waiter-cap is skipped.
+	MaxWaiters int
+	// PurgeLimit is the most expired waiters one step purges per id.
+	// purge-limit queues three times as many dead waiters. 0: it assumes
+	// 100.
+	PurgeLimit int
+	// UnnamedWakes states that the backend cannot name the head (e.g.
+	// wake-ups from client-side-caching invalidations, checklist item 8):
+	// every process waiting on the id gets Wake{ID} with no token, or
+	// Wake{ID, All: true} when its connection was replaced. wake-only-head
+	// then checks only the wake-ups that name a token.
+	UnnamedWakes bool
+	// HeadChangeUnwoken states a documented exception to checklist item
+	// 7: a step that removes the head while the lock stays free (a Leave,
+	// a purge) wakes nobody, and the new head finds out by its own
+	// heartbeat. wake-new-head then allows those cases the heartbeat
+	// bound instead of one notification.
+	HeadChangeUnwoken bool
+}

@@ -2,8 +2,10 @@ package conformance
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"pgregory.net/rapid"
@@ -114,7 +116,8 @@ func model(e *env) {
 	for i := range bs {
 		bs[i] = e.backend()
 	}
-	ctx := e.ctx(5 * time.Minute)
+	limit := modelTimeLimit()
+	ctx := e.ctx(limit)
 	sc, _ := e.h.(StateChecker)
 	const ttl = time.Minute
 
@@ -126,7 +129,11 @@ func model(e *env) {
 		}
 		m := &lockModel{tickets: map[string]uint64{}}
 		fail := func(format string, args ...any) {
-			rt.Fatalf("%s: %s; model %v", e.contract, fmt.Sprintf(format, args...), m)
+			msg := fmt.Sprintf(format, args...)
+			if ctx.Err() != nil {
+				msg += fmt.Sprintf(" (the model's time limit of %v ran out: it is 5 min per 100 checks x 30 steps, scaled with -rapid.checks and -rapid.steps; a slow store needs fewer checks)", limit)
+			}
+			rt.Fatalf("%s: %s; model %v", e.contract, msg, m)
 		}
 		defer func() {
 			// Clean up (the store may be shared) and, if the harness can
@@ -244,4 +251,26 @@ func model(e *env) {
 			},
 		})
 	})
+}
+
+// modelTimeLimit is the time model may take: 5 minutes for rapid's default
+// 100 checks of 30 steps, scaled with -rapid.checks and -rapid.steps.
+func modelTimeLimit() time.Duration {
+	const base = 5 * time.Minute
+	checks, steps := flagInt("rapid.checks", 100), flagInt("rapid.steps", 30)
+	scale := float64(checks*steps) / (100 * 30)
+	return time.Duration(float64(base) * max(scale, 1))
+}
+
+// flagInt returns the value of the integer flag name, or def.
+func flagInt(name string, def int) int {
+	f := flag.Lookup(name)
+	if f == nil {
+		return def
+	}
+	n, err := strconv.Atoi(f.Value.String())
+	if err != nil || n <= 0 {
+		return def
+	}
+	return n
 }

@@ -406,4 +406,21 @@ func closeProp(e *env) {
 	e.mustRelease(held)
 	e.assertFree(lx, id, "after the Lockers of three queued calls were closed (they must leave the queue)")
 	e.assertFree(lx, free, "after AcquireMany was closed")
+
+	// A backend's own Close: twice is harmless, and every step after it
+	// fails with ErrClosed.
+	raw := e.backend()
+	if err := raw.Close(); err != nil {
+		e.errorf("backend Close: %v", err)
+	}
+	if err := raw.Close(); err != nil && !errors.Is(err, backend.ErrClosed) {
+		e.errorf("backend Close twice: %v, want nil or ErrClosed", err)
+	}
+	_, aerr := raw.Acquire(ctx, backend.AcquireRequest{ID: e.id(), Token: e.token("closed"), TTL: longTTL})
+	_, serr := raw.Subscribe(ctx, e.id(), func(backend.Wake) {})
+	for what, err := range map[string]error{"Acquire": aerr, "Release": raw.Release(ctx, id, "closed"), "Subscribe": serr} {
+		if !errors.Is(err, backend.ErrClosed) {
+			e.errorf("backend %s after Close: %v, want ErrClosed", what, err)
+		}
+	}
 }

@@ -62,9 +62,11 @@ func noLostWakeup(e *env) {
 	}
 
 	// (b1) The holder's lease expires at its TTL: no release, no
-	// notification, heartbeats too slow to matter.
+	// notification, heartbeats too slow to matter. The TTL leaves the
+	// waiter's first step (on a new client: a dial, and on a cluster the
+	// slot map) time to queue before it runs out.
 	{
-		const ttl = 300 * time.Millisecond
+		const ttl = time.Second
 		lb, sb := e.locker(lock.Options{WaiterTimeout: time.Minute})
 		id := e.id()
 		held := e.mustAcquire(la, id, ttl)

@@ -53,9 +53,17 @@ var properties = []property{
 	{"owner-only", "S4 owner-only: Release and Extend by a non-owner or after expiry return ErrNotHeld and change nothing; Extend never re-creates an expired lock", ownerOnly},
 	{"lost-lease-signalled", "S5 lost-lease-signalled: Lost() closes and Do's ctx is cancelled with ErrLeaseLost no later than ValidUntil", lostLeaseSignalled},
 	{"retry-safe", "S6 retry-safe: a retried acquire with the same token is a no-op, and an unknown outcome is cleaned up by token", retrySafe},
+	{"retry-remaining-ttl", "S2 retry-remaining-ttl: a retried acquire by the holder reports the TTL that is left, never the TTL it asks for", retryRemainingTTL},
+	{"fence-after-idle", "S3 fence-after-idle: fences strictly increase per id across idle periods, also after the store forgot the id's state", fenceAfterIdle},
+	{"not-held-after-expiry", "S4 not-held-after-expiry: Release after the lease expired returns ErrNotHeld, whether or not someone else took the lock since", notHeldAfterExpiry},
+	{"extend-never-revives", "S4 extend-never-revives: Extend of an expired lease returns ErrNotHeld and never re-creates the lock", extendNeverRevives},
 	{"acquire-many-no-unseen-leases", "S7 acquire-many-no-unseen-leases: AcquireMany never leaves a lease held, or a queue entry, that the caller was not shown", acquireManyNoUnseen},
 	// Liveness and fairness.
 	{"wake-on-release", "L1 wake-on-release: a release wakes the head of the queue, which acquires within one notification", wakeOnRelease},
+	{"wake-only-head", "L1 wake-only-head: a release wakes the head of the queue and no other waiter, in any process", wakeOnlyHead},
+	{"wake-new-head", "L1 wake-new-head: every step that frees the lock or removes the head wakes the new head (release, leave, purge, a heartbeat that finds the lease ended)", wakeNewHead},
+	{"subscribe-live", "L1 subscribe-live: Subscribe returns only once wake-ups for the id are delivered", subscribeLive},
+	{"reconnect-wakes-all", "L1 reconnect-wakes-all: when the notifier's connection is re-established, every subscribed id gets Wake{All} and wake-ups flow again", reconnectWakesAll},
 	{"no-lost-wakeup", "L1 no-lost-wakeup: a free lock is noticed by its head waiter within the fallback bound, without a notification", noLostWakeup},
 	{"fifo-order", "L2 fifo-order: live waiters are granted in queue order, and nobody jumps the queue", fifoOrder},
 	{"try-acquire-fair", "L2 try-acquire-fair: TryAcquire never wins over a queued waiter", tryAcquireFair},
@@ -68,8 +76,11 @@ var properties = []property{
 	{"no-goroutine-leak", "H1 no-goroutine-leak: no goroutine of the lock package outlives Close", noGoroutineLeak},
 	{"no-state-left", "H2 no-state-left: after release, leave, timeout and expiry the store keeps no state for the id but documented counters", noStateLeft},
 	{"bounded-input", "H3 bounded-input: ids longer than MaxIDLength are rejected before any I/O; ids of exactly MaxIDLength work", boundedInput},
+	{"waiter-cap", "H3 waiter-cap: a queue at the backend's cap refuses new waiters with ErrQueueFull and enqueues nothing", waiterCap},
+	{"purge-limit", "H3 purge-limit: purges are bounded per step, yet no entry past its deadline is ever refreshed or granted, and every one goes", purgeLimit},
 	// The API around the guarantees.
 	{"bad-input", "bad-input: invalid arguments and calls after Close return an error naming the argument (or ErrClosed) before any I/O", badInput},
+	{"batch-order", "batch-order: AcquireBatch takes effect and reports in request order, each per-request error in its own place", batchOrder},
 	{"acquire-many", "acquire-many: AcquireMany yields every id exactly once, in non-empty snapshots, and reports timed-out ids in the last one", acquireMany},
 	{"do", "do: Do runs fn under the lock, extends it while fn runs, always releases, and returns ErrNotAcquired on a queue timeout", doProp},
 	{"close", "close: Close ends queued calls promptly with ErrClosed, leaves their queues, and is idempotent", closeProp},
@@ -120,7 +131,7 @@ func newEnv(t *testing.T, p property) *env {
 	e := &env{t: t, contract: p.contract, logw: &testWriter{t: t}}
 	// Registered first, so it runs last: after every Locker is closed
 	// (which ends the calls the goroutines wait in), wait for them, and
-	// then stop logging to t.
+	// then stop logging (printing the log if the property failed).
 	t.Cleanup(func() {
 		e.bg.Wait()
 		e.logw.stop()
@@ -185,7 +196,7 @@ func (e *env) locker(o lock.Options) (*lock.Locker, *spy) {
 		o.BatchTick = batchTick
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(e.logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		o.Logger = slog.New(slog.NewTextHandler(e.logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	s := newSpy(e.h.NewBackend(e.t))
 	l := lock.New(s, &o)
@@ -304,12 +315,20 @@ func (e *env) canExpireEarly() bool {
 	return false
 }
 
-// testWriter sends a Locker's log lines to t.Log until the subtest ends.
+// testWriter keeps a Locker's log lines (the suite injects faults, so a
+// passing property logs warnings too) and hands them to t.Log at the end
+// of the subtest only if it failed; otherwise they are dropped. It keeps
+// the last maxLogLines lines.
 type testWriter struct {
 	t       *testing.T
 	mu      sync.Mutex
+	lines   []string
+	dropped int
 	stopped bool
 }
+
+// maxLogLines bounds the log lines a failed property prints.
+const maxLogLines = 200
 
 var _ io.Writer = (*testWriter)(nil)
 
@@ -317,13 +336,22 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.stopped {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
+		if len(w.lines) == maxLogLines {
+			w.lines = w.lines[1:]
+			w.dropped++
+		}
+		w.lines = append(w.lines, strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
 }
 
+// stop ends the logging and, if the subtest failed, prints what was kept.
 func (w *testWriter) stop() {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.stopped = true
-	w.mu.Unlock()
+	if !w.t.Failed() || len(w.lines) == 0 {
+		return
+	}
+	w.t.Logf("the Lockers' log (last %d lines, %d before them dropped):\n%s", len(w.lines), w.dropped, strings.Join(w.lines, "\n"))
 }

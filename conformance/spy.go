@@ -228,19 +228,6 @@ func (s *spy) queued(id string) bool {
 	return ok
 }
 
-// queuedCount returns the number of distinct tokens that were queued on id.
-func (s *spy) queuedCount(id string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	seen := map[string]bool{}
-	for _, a := range s.acquires {
-		if a.req.ID == id && a.err == nil && !a.grant.Acquired && a.grant.Queued {
-			seen[a.req.Token] = true
-		}
-	}
-	return len(seen)
-}
-
 // tickets returns the tickets the Acquire steps of token on id reported.
 func (s *spy) tickets(id, token string) []uint64 {
 	s.mu.Lock()
@@ -280,6 +267,26 @@ func (s *spy) heartbeatsOf(id, token string) []heartbeatRecord {
 	for _, h := range s.heartbeats {
 		if h.waiter.ID == id && h.waiter.Token == token {
 			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// wakeMark returns a mark for wakesSince: the number of wake-ups so far.
+func (s *spy) wakeMark() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.wakes)
+}
+
+// wakesSince returns the wake-ups for id that reached the spy after mark.
+func (s *spy) wakesSince(id string, mark int) []backend.Wake {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []backend.Wake
+	for _, w := range s.wakes[min(mark, len(s.wakes)):] {
+		if w.wake.ID == id {
+			out = append(out, w.wake)
 		}
 	}
 	return out

@@ -72,16 +72,6 @@ func (e *env) acquireAsync(ctx context.Context, l *lock.Locker, id string, ttl t
 	return p
 }
 
-// finished reports whether the Acquire returned.
-func (p *pending) finished() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // wait waits up to timeout for the Acquire to return, failing the subtest
 // with what otherwise.
 func (p *pending) wait(e *env, timeout time.Duration, what string) (lock.Result, error) {

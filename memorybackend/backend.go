@@ -13,8 +13,9 @@ import (
 // backend.Batcher and is goroutine-safe. Create it with New or
 // Store.NewBackend.
 type Backend struct {
-	s      *Store
-	closed atomic.Bool // written under mu
+	s        *Store
+	closed   atomic.Bool  // written under mu
+	subDelay atomic.Int64 // a test hook: see DelaySubscriptions
 
 	mu   sync.Mutex
 	subs map[*subscription]struct{}
@@ -194,6 +195,9 @@ func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake
 	}
 	if fn == nil {
 		return nil, &backend.ArgumentError{Arg: "fn", Reason: "nil"}
+	}
+	if err := b.awaitSubscription(ctx); err != nil {
+		return nil, err
 	}
 	sub := &subscription{id: id, fn: fn}
 	b.mu.Lock()

@@ -83,5 +83,9 @@
 // # Inspection
 //
 // [Store.Holder], [Store.Waiters], [Store.Len] and [Store.ExpireNow] let
-// tests look at and disturb the shared state. All are goroutine-safe.
+// tests look at and disturb the shared state. [Store.Forget] drops an idle
+// id's expired state at once, [Backend.DelaySubscriptions] makes
+// subscriptions slow to become live, and [Backend.DropNotifier] imitates a
+// reconnect of a Backend's wake-ups (the conformance suite's fault
+// capabilities). All are goroutine-safe.
 package memorybackend

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/embedredis"
 	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/notifyconn"
 	"github.com/redislocker/lock/internal/redistest"
 )
 
@@ -40,8 +42,9 @@ func TestConformance(t *testing.T) {
 //     TestConformance on a real server.
 //   - TIME follows the wall clock, so waiter deadlines (L3) need nothing.
 //   - Its Lua is gopher-lua, not Redis's Lua 5.1; the scripts run on both.
-//   - It cannot cut or kill connections: the reconnect path (Wake{All}) is
-//     tested on a real server only (TestReconnectWakesAll).
+//   - It cannot kill connections (CLIENT KILL): the harness closes the
+//     backend's pub/sub connection on the client's side instead
+//     (internal/notifyconn), as for a real server.
 func TestConformanceMiniredis(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) conformance.Harness {
 		srv, err := embedredis.Start()
@@ -54,16 +57,31 @@ func TestConformanceMiniredis(t *testing.T) {
 }
 
 // redisHarness makes backends on one Redis server under one key prefix.
+// Every backend's client dials through a notifyconn.Conns, so that the
+// harness can delay its subscriptions and break its pub/sub connection.
 type redisHarness struct {
 	addr string
 	ks   keys.Keyspace
 	raw  *redis.Client
+
+	conns notifyconn.Set
 }
 
+// The harness's small limits, so that waiter-cap and purge-limit can fill
+// a queue; the suite's largest queue has 16 waiters.
+const (
+	confMaxWaiters = 64
+	confPurgeLimit = 8
+)
+
 var (
-	_ conformance.Harness      = (*redisHarness)(nil)
-	_ conformance.Expirer      = (*redisHarness)(nil)
-	_ conformance.StateChecker = (*redisHarness)(nil)
+	_ conformance.Harness          = (*redisHarness)(nil)
+	_ conformance.Expirer          = (*redisHarness)(nil)
+	_ conformance.StateChecker     = (*redisHarness)(nil)
+	_ conformance.Forgetter        = (*redisHarness)(nil)
+	_ conformance.NotifierDropper  = (*redisHarness)(nil)
+	_ conformance.SubscribeDelayer = (*redisHarness)(nil)
+	_ conformance.Limiter          = (*redisHarness)(nil)
 )
 
 func newRedisHarness(t *testing.T, addr string) *redisHarness {
@@ -78,11 +96,13 @@ func newRedisHarness(t *testing.T, addr string) *redisHarness {
 
 // NewBackend returns a Backend with a client of its own.
 func (h *redisHarness) NewBackend(t *testing.T) backend.Backend {
-	client := newClient(h.addr)
-	b, err := New(client, &Options{Prefix: h.ks.Prefix()})
+	conns := notifyconn.New()
+	client := redis.NewClient(&redis.Options{Addr: h.addr, Dialer: conns.Dial})
+	b, err := New(client, &Options{Prefix: h.ks.Prefix(), MaxWaiters: confMaxWaiters, PurgeLimit: confPurgeLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.conns.Add(b, conns)
 	// Registered before the suite's own cleanups, so it runs after them.
 	t.Cleanup(func() {
 		_ = b.Close()
@@ -117,4 +137,28 @@ func (h *redisHarness) StateLeft(t *testing.T, id string) []string {
 	}
 	sort.Strings(left)
 	return left
+}
+
+// Limits states the Options the harness gives every Backend.
+func (h *redisHarness) Limits() conformance.Limits {
+	return conformance.Limits{MaxWaiters: confMaxWaiters, PurgeLimit: confPurgeLimit}
+}
+
+// ForgetIdle deletes id's keys but the counters hash: what Redis deletes
+// by itself once their TTLs run out.
+func (h *redisHarness) ForgetIdle(t *testing.T, id string) {
+	if left := h.StateLeft(t, id); len(left) > 0 {
+		if err := h.raw.Del(context.Background(), left...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// DropNotifier closes b's pub/sub connection on the client's side; go-redis
+// reconnects and subscribes again.
+func (h *redisHarness) DropNotifier(t *testing.T, b backend.Backend) { h.conns.DropNotifier(t, b) }
+
+// DelaySubscribe holds back b's SUBSCRIBE commands by d.
+func (h *redisHarness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
+	h.conns.DelaySubscribe(t, b, d)
 }

@@ -3,12 +3,14 @@ package rueidisbackend
 import (
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/notifyconn"
 	"github.com/redislocker/lock/internal/redistest"
 )
 
@@ -31,18 +33,33 @@ func TestConformancePubSub(t *testing.T) {
 	})
 }
 
-// harness makes backends on one Redis server under one key prefix.
+// harness makes backends on one Redis server under one key prefix. Every
+// backend's client dials through a notifyconn.Conns, so that the harness
+// can delay its subscriptions and break the connection of its wake-ups.
 type harness struct {
 	addr string
 	mode Mode
 	ks   keys.Keyspace
 	raw  rueidis.Client
+
+	conns notifyconn.Set
 }
 
+// The harness's small limits, so that waiter-cap and purge-limit can fill
+// a queue; the suite's largest queue has 16 waiters.
+const (
+	confMaxWaiters = 64
+	confPurgeLimit = 8
+)
+
 var (
-	_ conformance.Harness      = (*harness)(nil)
-	_ conformance.Expirer      = (*harness)(nil)
-	_ conformance.StateChecker = (*harness)(nil)
+	_ conformance.Harness          = (*harness)(nil)
+	_ conformance.Expirer          = (*harness)(nil)
+	_ conformance.StateChecker     = (*harness)(nil)
+	_ conformance.Forgetter        = (*harness)(nil)
+	_ conformance.NotifierDropper  = (*harness)(nil)
+	_ conformance.SubscribeDelayer = (*harness)(nil)
+	_ conformance.Limiter          = (*harness)(nil)
 )
 
 func newHarness(t *testing.T, addr string, mode Mode) *harness {
@@ -60,11 +77,14 @@ func newHarness(t *testing.T, addr string, mode Mode) *harness {
 
 // NewBackend returns a Backend with a client of its own.
 func (h *harness) NewBackend(t *testing.T) backend.Backend {
-	co := rueidis.ClientOption{InitAddress: []string{h.addr}, ForceSingleClient: true}
+	conns := notifyconn.New()
+	co := rueidis.ClientOption{InitAddress: []string{h.addr}, ForceSingleClient: true, DialCtxFn: conns.DialCtx}
+	opts := Options{Prefix: h.ks.Prefix(), MaxWaiters: confMaxWaiters, PurgeLimit: confPurgeLimit}
 	var b *Backend
 	var err error
 	if h.mode == Tracking {
-		b, err = New(Options{ClientOption: co, Prefix: h.ks.Prefix()})
+		opts.ClientOption = co
+		b, err = New(opts)
 	} else {
 		co.DisableCache = true
 		client, cerr := rueidis.NewClient(co)
@@ -73,11 +93,12 @@ func (h *harness) NewBackend(t *testing.T) backend.Backend {
 		}
 		// Registered before the Backend's cleanup, so it runs after it.
 		t.Cleanup(client.Close)
-		b, err = NewWithClient(client, &Options{Prefix: h.ks.Prefix()})
+		b, err = NewWithClient(client, &opts)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.conns.Add(b, conns)
 	if b.Mode() != h.mode {
 		t.Fatalf("Mode() = %v, want %v", b.Mode(), h.mode)
 	}
@@ -117,4 +138,38 @@ func (h *harness) StateLeft(t *testing.T, id string) []string {
 	}
 	sort.Strings(left)
 	return left
+}
+
+// Limits states the Options the harness gives every Backend, and, in
+// Tracking mode, the two documented limits of invalidation wake-ups
+// (package doc): they name no head and reach every process waiting on the
+// id, and a change of the head while the lock stays free wakes nobody.
+func (h *harness) Limits() conformance.Limits {
+	return conformance.Limits{
+		MaxWaiters:        confMaxWaiters,
+		PurgeLimit:        confPurgeLimit,
+		UnnamedWakes:      h.mode == Tracking,
+		HeadChangeUnwoken: h.mode == Tracking,
+	}
+}
+
+// ForgetIdle deletes id's keys but the counters hash: what Redis deletes
+// by itself once their TTLs run out.
+func (h *harness) ForgetIdle(t *testing.T, id string) {
+	if left := h.StateLeft(t, id); len(left) > 0 {
+		if err := h.raw.Do(ctx, h.raw.B().Del().Key(left...).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// DropNotifier closes, on the client's side, b's connection that carries
+// wake-ups: the tracking connection (Tracking) or the pub/sub one
+// (PubSub). rueidis dials a new one and the Backend re-subscribes.
+func (h *harness) DropNotifier(t *testing.T, b backend.Backend) { h.conns.DropNotifier(t, b) }
+
+// DelaySubscribe holds back b's SUBSCRIBE commands by d. In Tracking mode
+// Subscribe sends none (it only registers), so it changes nothing there.
+func (h *harness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
+	h.conns.DelaySubscribe(t, b, d)
 }

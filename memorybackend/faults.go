@@ -1,0 +1,70 @@
+package memorybackend
+
+import (
+	"context"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// Fault hooks for tests (the conformance suite's optional harness
+// capabilities). They imitate what a networked store does to a backend;
+// none of them changes the store's state.
+
+// DelaySubscriptions makes every later Subscribe on b take d before its
+// subscription is registered, like a store whose confirmation of a
+// subscription is slow. Subscribe returns only after that, as it must
+// (checklist item 8), or with ctx's error. d <= 0 ends the delay.
+func (b *Backend) DelaySubscriptions(d time.Duration) {
+	b.subDelay.Store(int64(max(d, 0)))
+}
+
+// awaitSubscription waits out DelaySubscriptions's delay.
+func (b *Backend) awaitSubscription(ctx context.Context) error {
+	d := time.Duration(b.subDelay.Load())
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return b.check(ctx)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// DropNotifier imitates the loss and re-establishment of b's connection
+// for wake-ups: every subscription of b gets Wake{ID, All: true}, since
+// wake-ups may have been lost meanwhile (checklist item 8). It is called
+// from the caller's goroutine, outside every lock.
+func (b *Backend) DropNotifier() {
+	b.mu.Lock()
+	subs := make([]*subscription, 0, len(b.subs))
+	for sub := range b.subs {
+		subs = append(subs, sub)
+	}
+	b.mu.Unlock()
+	for _, sub := range subs {
+		sub.fn(backend.Wake{ID: sub.id, All: true})
+	}
+}
+
+// Forget deletes id's entry when nothing in it is live any more (a lease
+// or waiters past their expiry, which the store otherwise drops lazily),
+// as a store that expires state after an idle bound would. The fence and
+// ticket counters are store-wide and stay.
+func (s *Store) Forget(id string) {
+	sh := s.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.ids[id]
+	if e == nil {
+		return
+	}
+	now := s.clock.Now()
+	if !e.live(now) && !hasLiveWaiter(e, now) {
+		sh.drop(id, e)
+	}
+}
