@@ -123,3 +123,8 @@ func TestConformance(t *testing.T) {
 		return &harness{opts: opts, admin: newPool(t)}
 	})
 }
+
+// Limits tells the suite the queue cap and purge limit it may fill.
+func (h *harness) Limits() conformance.Limits {
+	return conformance.Limits{MaxWaiters: h.opts.MaxWaiters, PurgeLimit: h.opts.PurgeLimit}
+}
