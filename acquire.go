@@ -95,7 +95,10 @@ func (l *Locker) AcquireWith(ctx context.Context, id string, ttl time.Duration, 
 		return Result{ID: id}, err
 	}
 	defer l.end()
-	return l.acquire(ctx, id, ttl, o)
+	start := l.obsNow() // observer.go
+	res, err := l.acquire(ctx, id, ttl, o)
+	l.observeAcquire(ctx, start, id, o.NoWait, res, err)
+	return res, err
 }
 
 func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o AcquireOptions) (Result, error) {
@@ -142,6 +145,7 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 
 	req.Wait = true
 	var failing time.Time // when the current run of failed steps began
+	var woke time.Time    // the last wake-up, for the observer's hand-off latency
 	backoff := retryBackoff
 	for {
 		sent := time.Now()
@@ -164,6 +168,7 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 		} else {
 			failing, backoff = time.Time{}, retryBackoff
 			if g.Acquired {
+				l.observeHandoff(id, woke) // observer.go
 				return Result{Acquired: true, ID: id, WasInUse: inUse, Lease: l.newLease(id, o.Token, sent, ttl, g)}, nil
 			}
 			inUse = true
@@ -180,7 +185,9 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 		}
 		select {
 		case <-wake:
+			woke = l.obsNow() // observer.go
 		case <-holder.C:
+			woke = time.Time{}
 		case <-queueTimer.C:
 			if err := l.cleanup(ctx, id, o.Token); err != nil {
 				l.log.Warn("lock: leaving the queue after the queue timeout failed; the entry expires on its own",
