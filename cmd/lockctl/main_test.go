@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock"
+	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redistest"
 	"github.com/redislocker/lock/redisbackend"
 )
@@ -76,6 +77,16 @@ func (e *env) locker() *lock.Locker {
 	return l
 }
 
+// hold takes id in a new Locker and returns its result.
+func (e *env) hold(id string) lock.Result {
+	e.t.Helper()
+	res, err := e.locker().Acquire(context.Background(), id, time.Minute)
+	if err != nil || !res.Acquired {
+		e.t.Fatal(res, err)
+	}
+	return res
+}
+
 // lockctl runs the command in process and returns its exit status, stdout
 // and stderr.
 func (e *env) lockctl(ctx context.Context, args ...string) (int, string, string) {
@@ -125,11 +136,7 @@ func TestInspect(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "held:    no") || errOut != "" {
 		t.Fatalf("a free id: %d %q %q", code, out, errOut)
 	}
-	holder := e.locker()
-	res, err := holder.Acquire(ctx, "job", time.Minute)
-	if err != nil || !res.Acquired {
-		t.Fatal(res, err)
-	}
+	res := e.hold("job")
 	e.queue(e.locker(), "job", 1)
 	code, out, _ = e.lockctl(ctx, "inspect", "job")
 	for _, want := range []string{
@@ -171,11 +178,7 @@ func TestWatchBounded(t *testing.T) {
 func TestWatchShowsHandOff(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	holder := e.locker()
-	res, err := holder.Acquire(ctx, "job", time.Minute)
-	if err != nil || !res.Acquired {
-		t.Fatal(res, err)
-	}
+	res := e.hold("job")
 	next := e.queue(e.locker(), "job", 1)
 
 	wctx, stop := context.WithCancel(ctx)
@@ -205,11 +208,7 @@ func TestWatchShowsHandOff(t *testing.T) {
 func TestForcedRelease(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	holder := e.locker()
-	res, err := holder.Acquire(ctx, "job", time.Minute)
-	if err != nil || !res.Acquired {
-		t.Fatal(res, err)
-	}
+	res := e.hold("job")
 	next := e.queue(e.locker(), "job", 1)
 	fence := fmt.Sprint(res.Lease.Fence())
 
@@ -318,5 +317,35 @@ func TestProcess(t *testing.T) {
 		if code != tc.code || (tc.code != 0 && (lines != 1 || !strings.Contains(stderr.String(), tc.want))) || (tc.code == 0 && lines != 0) {
 			t.Errorf("lockctl %q: exit %d, stderr %q; want exit %d and one line with %q", tc.args, code, stderr.String(), tc.code, tc.want)
 		}
+	}
+}
+
+// TestWatcherChanges checks the change lines of watch, also when a refresh
+// falls between a release and the next grant.
+func TestWatcherChanges(t *testing.T) {
+	held := func(f uint64, h string) backend.Inspection {
+		return backend.Inspection{Held: true, Fence: f, Holder: h}
+	}
+	free := backend.Inspection{}
+	var w watcher
+	for i, step := range []struct {
+		in   backend.Inspection
+		want string
+	}{
+		{free, ""},
+		{held(1, "aa"), "granted: fence 1, holder aa"},
+		{held(1, "aa"), ""},
+		{held(2, "bb"), "hand-off: fence 1 -> 2, holder aa -> bb"},
+		{free, "released: fence 2, holder bb"},
+		{free, ""},
+		{held(3, "cc"), "hand-off: fence 2 -> 3, holder bb -> cc"},
+	} {
+		if got := strings.Join(w.changes(&step.in), "|"); got != step.want {
+			t.Fatalf("step %d: %q, want %q", i, got, step.want)
+		}
+	}
+	var first watcher
+	if got := first.changes(&backend.Inspection{Held: true, Fence: 9}); len(got) != 0 {
+		t.Fatalf("the first inspection: %q, want no change line", got)
 	}
 }

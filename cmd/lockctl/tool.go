@@ -70,7 +70,7 @@ func (t *tool) forceRelease(id string, fence uint64) error {
 func (t *tool) watch(id string, interval time.Duration, count int, out io.Writer) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	var prev *backend.Inspection
+	var w watcher
 	for n := 1; ; n++ {
 		in, err := t.inspect(id, 1)
 		if err != nil {
@@ -80,11 +80,10 @@ func (t *tool) watch(id string, interval time.Duration, count int, out io.Writer
 			return fmt.Errorf("watch %q: %w", id, err)
 		}
 		now := time.Now().Format("15:04:05.000")
-		if change := describeChange(prev, &in); change != "" {
-			fmt.Fprintf(out, "%s %s\n", now, change)
+		for _, line := range w.changes(&in) {
+			fmt.Fprintf(out, "%s %s\n", now, line)
 		}
 		fmt.Fprintf(out, "%s %s\n", now, summary(&in))
-		prev = &in
 		if count > 0 && n >= count {
 			return nil
 		}
@@ -96,19 +95,33 @@ func (t *tool) watch(id string, interval time.Duration, count int, out io.Writer
 	}
 }
 
-// describeChange returns the line for a change of holder between two
-// inspections, or "".
-func describeChange(prev, cur *backend.Inspection) string {
+// watcher remembers what watch saw, to report changes of holder.
+type watcher struct {
+	seen       bool                // an inspection came before
+	held       bool                // the last inspection was held
+	lastHolder *backend.Inspection // the last inspection that was held
+}
+
+// changes returns the lines for what changed since the last inspection: a
+// release, and a hand-off to a new holder (also when a refresh saw the id
+// free in between, as a release and a grant often fall between two).
+func (w *watcher) changes(in *backend.Inspection) []string {
+	var out []string
 	switch {
-	case prev == nil || (!prev.Held && !cur.Held) || (prev.Held && cur.Held && prev.Fence == cur.Fence):
-		return ""
-	case prev.Held && cur.Held:
-		return fmt.Sprintf("hand-off: fence %d -> %d, holder %s -> %s", prev.Fence, cur.Fence, prev.Holder, cur.Holder)
-	case prev.Held:
-		return fmt.Sprintf("released: fence %d, holder %s", prev.Fence, prev.Holder)
-	default:
-		return fmt.Sprintf("granted: fence %d, holder %s", cur.Fence, cur.Holder)
+	case !w.seen:
+	case w.held && !in.Held:
+		out = append(out, fmt.Sprintf("released: fence %d, holder %s", w.lastHolder.Fence, w.lastHolder.Holder))
+	case in.Held && w.lastHolder != nil && w.lastHolder.Fence != in.Fence:
+		out = append(out, fmt.Sprintf("hand-off: fence %d -> %d, holder %s -> %s",
+			w.lastHolder.Fence, in.Fence, w.lastHolder.Holder, in.Holder))
+	case in.Held && w.lastHolder == nil:
+		out = append(out, fmt.Sprintf("granted: fence %d, holder %s", in.Fence, in.Holder))
 	}
+	w.seen, w.held = true, in.Held
+	if in.Held {
+		w.lastHolder = in
+	}
+	return out
 }
 
 // summary is one line of watch.
