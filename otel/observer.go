@@ -49,6 +49,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -106,6 +107,9 @@ type Observer struct {
 	stepDur      metric.Float64Histogram
 	stepErrors   metric.Int64Counter
 	waiters      metric.Int64UpDownCounter
+
+	mu   sync.RWMutex
+	sets map[setKey]metric.MeasurementOption // see attrs
 }
 
 var _ lock.Observer = (*Observer)(nil)
@@ -132,7 +136,8 @@ func NewObserver(opts *Options) (*Observer, error) {
 		o.TracerProvider = otel.GetTracerProvider()
 	}
 	m := o.MeterProvider.Meter(ScopeName)
-	ob := &Observer{idAttr: o.IDAttribute, extra: append([]attribute.KeyValue(nil), o.Attributes...)}
+	ob := &Observer{idAttr: o.IDAttribute, extra: append([]attribute.KeyValue(nil), o.Attributes...),
+		sets: make(map[setKey]metric.MeasurementOption)}
 	if !o.DisableSpans {
 		ob.tracer = o.TracerProvider.Tracer(ScopeName)
 	}
@@ -165,14 +170,40 @@ func NewObserver(opts *Options) (*Observer, error) {
 	return ob, nil
 }
 
-// attrs returns the measurement option of e's attributes plus kv.
+// attrs returns the measurement option of e's attributes plus kv (at most
+// two). Without the id attribute the sets are few, and cached.
 func (o *Observer) attrs(e *lock.Event, kv ...attribute.KeyValue) metric.MeasurementOption {
-	all := make([]attribute.KeyValue, 0, len(o.extra)+len(kv)+1)
+	if o.idAttr && e.ID != "" {
+		return o.build(append(kv[:len(kv):len(kv)], KeyID.String(e.ID)))
+	}
+	var k setKey
+	if len(kv) > 0 {
+		k.a = kv[0]
+	}
+	if len(kv) > 1 {
+		k.b = kv[1]
+	}
+	o.mu.RLock()
+	opt, ok := o.sets[k]
+	o.mu.RUnlock()
+	if ok {
+		return opt
+	}
+	opt = o.build(kv)
+	o.mu.Lock()
+	o.sets[k] = opt
+	o.mu.Unlock()
+	return opt
+}
+
+// setKey names a cached attribute set: up to two attributes.
+type setKey struct{ a, b attribute.KeyValue }
+
+// build returns the measurement option of Options.Attributes plus kv.
+func (o *Observer) build(kv []attribute.KeyValue) metric.MeasurementOption {
+	all := make([]attribute.KeyValue, 0, len(o.extra)+len(kv))
 	all = append(all, o.extra...)
 	all = append(all, kv...)
-	if o.idAttr && e.ID != "" {
-		all = append(all, KeyID.String(e.ID))
-	}
 	return metric.WithAttributeSet(attribute.NewSet(all...))
 }
 
@@ -210,7 +241,7 @@ func (o *Observer) Observe(e lock.Event) {
 	case lock.EventWaiters:
 		// The id is left out: a per-id up-down counter would leave one
 		// series per id ever waited on.
-		o.waiters.Add(ctx, int64(e.Delta), metric.WithAttributeSet(attribute.NewSet(o.extra...)))
+		o.waiters.Add(ctx, int64(e.Delta), o.attrs(&lock.Event{}))
 	}
 }
 
