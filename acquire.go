@@ -98,7 +98,10 @@ func (l *Locker) AcquireWith(ctx context.Context, id string, ttl time.Duration, 
 		return Result{ID: id}, err
 	}
 	defer l.end()
-	return l.acquire(ctx, id, ttl, o)
+	start := l.obsNow() // observer.go
+	res, err := l.acquire(ctx, id, ttl, o)
+	l.observeAcquire(ctx, start, id, o.NoWait, res, err)
+	return res, err
 }
 
 func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o AcquireOptions) (Result, error) {
@@ -145,6 +148,7 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 
 	req.Wait = true
 	var r retries
+	var woke time.Time // the last wake-up, for the observer's hand-off latency
 	for {
 		if r.over(l.waiterTTL) {
 			return Result{ID: id, WasInUse: true}, l.abandon(ctx, "acquire", id, o.Token, r.last)
@@ -173,6 +177,7 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 				l.setRefreshed(w, sent)
 			}
 			if g.Acquired {
+				l.observeHandoff(id, woke) // observer.go
 				return Result{Acquired: true, ID: id, WasInUse: inUse, Lease: l.newLease(id, o.Token, sent, ttl, g)}, nil
 			}
 			inUse = true
@@ -189,7 +194,9 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 		}
 		select {
 		case <-wake:
+			woke = l.obsNow() // observer.go
 		case <-holder.C:
+			woke = time.Time{}
 		case <-queueTimer.C:
 			if err := l.cleanup(ctx, id, o.Token); err != nil {
 				l.log.Warn("lock: leaving the queue after the queue timeout failed; the entry expires on its own",

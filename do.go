@@ -65,6 +65,7 @@ func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration, fn 
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer rcancel()
 		rerr := le.Release(rctx)
+		l.observeDoLost(le, lost, rerr) // observer.go
 		switch {
 		case lost || errors.Is(rerr, ErrNotHeld):
 			return wrap("do", id, ErrLeaseLost)

@@ -15,6 +15,7 @@ type Lease struct {
 	id    string
 	token string
 	fence uint64
+	since time.Time // when the acquire was sent: hold time (observer.go)
 
 	op sync.Mutex // serialises Release and Extend, so Release is idempotent
 
@@ -38,7 +39,7 @@ func (l *Locker) newLease(id, token string, sent time.Time, ttl time.Duration, g
 	if g.TTL > 0 && g.TTL < valid {
 		valid = g.TTL
 	}
-	return &Lease{l: l, id: id, token: token, fence: g.Fence, validUntil: sent.Add(valid)}
+	return &Lease{l: l, id: id, token: token, fence: g.Fence, validUntil: sent.Add(valid), since: sent}
 }
 
 // ID returns the lock id.
@@ -113,6 +114,7 @@ func (le *Lease) current() leaseState {
 }
 
 func (le *Lease) end(s leaseState) {
+	le.l.observeEnd(le, s) // observer.go
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	le.state = s
@@ -168,6 +170,7 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	sent := time.Now()
 	err = le.l.b.Extend(ctx, le.id, le.token, ttl)
+	le.l.observeExtend(le, err) // observer.go
 	switch {
 	case err == nil:
 		le.mu.Lock()

@@ -101,6 +101,10 @@ type Options struct {
 	// warnings (a live waiter that was purged, a failed cleanup).
 	// Default slog.Default().
 	Logger *slog.Logger
+	// Observer receives the Locker's events (acquisitions, hand-offs,
+	// releases, lost leases, extends, backend steps, waiters) for metrics
+	// and traces; see Observer. Default nil: none, at no cost.
+	Observer Observer
 }
 
 // Locker takes locks on one backend. It is safe for concurrent use. Create
@@ -116,6 +120,7 @@ type Locker struct {
 	done         chan struct{}   // closed by Close
 	bgCtx        context.Context // cancelled by Close: background steps
 	bgCancel     context.CancelFunc
+	obs          *observer // nil without an Observer (observer.go)
 
 	mu        sync.Mutex
 	closed    bool
@@ -159,10 +164,12 @@ func New(b backend.Backend, opts *Options) *Locker {
 	if hb <= 0 {
 		hb = wt
 	}
+	obs, b := newObserver(o.Observer, b) // observer.go: b reports its steps
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &Locker{
 		bgCtx:        bgCtx,
 		bgCancel:     bgCancel,
+		obs:          obs,
 		b:            b,
 		queueTimeout: o.QueueTimeout,
 		tick:         o.BatchTick,

@@ -57,6 +57,7 @@ func (l *Locker) register(ctx context.Context, w *waiter) error {
 	}
 	l.stopIdle(st) // if it already fired, dropIdle sees this waiter and keeps st
 	st.waiters[w] = struct{}{}
+	l.observeWaiters(w.id, 1) // observer.go
 	if !l.hbRunning {
 		l.hbRunning = true
 		l.bg.Add(1)
@@ -98,6 +99,7 @@ func (l *Locker) unregister(w *waiter) {
 		return
 	}
 	delete(st.waiters, w)
+	l.observeWaiters(w.id, -1) // observer.go
 	if len(st.waiters) > 0 {
 		l.mu.Unlock()
 		return

@@ -18,6 +18,8 @@
 //     (fallbacks: [AcquireBatch], [LeaveBatch], which loop);
 //   - [Resolver]: the smallest TTL the store can express
 //     (fallback: [ResolutionOf] returns one millisecond).
+//   - [Inspector]: a read-only view of one id for operators
+//     (fallback: [Inspect] returns ErrUnsupported).
 //
 // # Implementer's checklist
 //

@@ -145,6 +145,8 @@
 //     promptly, they leave the queue, and Close twice returns the same; a
 //     backend's own Close twice returns nil or ErrClosed, and its steps
 //     after Close return ErrClosed.
+//   - inspect: Inspect reports the holder (fence, TTL, fingerprint) and
+//     the live waiters in order, bounded; skipped without backend.Inspector.
 //   - model: a rapid state machine drives Acquire (with and without Wait),
 //     AcquireBatch, Release, Extend, Leave, LeaveBatch and Heartbeat on three
 //     backends and compares every result with a plain model (holder, fence,

@@ -84,6 +84,7 @@ var properties = []property{
 	{"acquire-many", "acquire-many: AcquireMany yields every id exactly once, in non-empty snapshots, and reports timed-out ids in the last one", acquireMany},
 	{"do", "do: Do runs fn under the lock, extends it while fn runs, always releases, and returns ErrNotAcquired on a queue timeout", doProp},
 	{"close", "close: Close ends queued calls promptly with ErrClosed, leaves their queues, and is idempotent", closeProp},
+	{"inspect", inspectContract, inspectProp},
 	{"model", "model: backend steps agree with the plain model (holder, fence, queue in ticket order)", model},
 }
 

@@ -24,6 +24,8 @@ type waiter struct {
 	deadline   time.Time
 	prev, next *waiter
 	hi         int // index in entry.heap
+
+	since time.Time // when it was enqueued (read by Inspect only)
 }
 
 // live reports whether the lock is held and not expired at now.

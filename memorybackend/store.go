@@ -327,6 +327,7 @@ func (s *Store) acquire(sh *shard, req *backend.AcquireRequest) (backend.Grant, 
 			err = backend.ErrQueueFull
 		default:
 			w = e.enqueue(req.Token, s.ticket.Add(1), deadline)
+			w.since = now // for Inspect
 		}
 	}
 	if w != nil {

@@ -16,9 +16,9 @@ type commands struct{ c Client }
 // Eval sends one call.
 func (g commands) Eval(ctx context.Context, c redisstep.Call, eval bool) redisstep.Reply {
 	if eval {
-		return reply(g.c.Eval(ctx, c.Script.Source, c.Keys, anys(c.Args)...))
+		return reply(g.c.Eval(ctx, c.Script.Source, c.Keys, anys(c.Args)...), c.Strings)
 	}
-	return reply(g.c.EvalSha(ctx, c.Script.SHA1, c.Keys, anys(c.Args)...))
+	return reply(g.c.EvalSha(ctx, c.Script.SHA1, c.Keys, anys(c.Args)...), c.Strings)
 }
 
 // EvalAll sends calls in one pipeline; a ClusterClient splits it per master.
@@ -46,13 +46,17 @@ func evalPipe(ctx context.Context, pipe redis.Pipeliner, calls []redisstep.Call,
 	_, _ = pipe.Exec(ctx)
 	out := make([]redisstep.Reply, len(cmds))
 	for i, cmd := range cmds {
-		out[i] = reply(cmd)
+		out[i] = reply(cmd, calls[i].Strings)
 	}
 	return out
 }
 
-func reply(cmd *redis.Cmd) redisstep.Reply {
+func reply(cmd *redis.Cmd, strs bool) redisstep.Reply {
 	if _, ok := cmd.Val().([]any); ok {
+		if strs {
+			vals, err := cmd.StringSlice()
+			return redisstep.Reply{Strs: vals, Err: err}
+		}
 		vals, err := cmd.Int64Slice()
 		return redisstep.Reply{Ints: vals, Err: err}
 	}

@@ -15,7 +15,7 @@ type commands struct{ c rueidis.Client }
 
 // Eval sends one call.
 func (r commands) Eval(ctx context.Context, c redisstep.Call, eval bool) redisstep.Reply {
-	return reply(r.c.Do(ctx, script(r.c, c, eval)))
+	return reply(r.c.Do(ctx, script(r.c, c, eval)), c.Strings)
 }
 
 // EvalAll sends calls in one DoMulti; a cluster client splits it per
@@ -25,7 +25,7 @@ func (r commands) EvalAll(ctx context.Context, calls []redisstep.Call, eval bool
 	for i, c := range calls {
 		cmds[i] = script(r.c, c, eval)
 	}
-	return replies(r.c.DoMulti(ctx, cmds...))
+	return replies(r.c.DoMulti(ctx, cmds...), calls)
 }
 
 // script builds c's EVALSHA, or EVAL with eval.
@@ -36,21 +36,25 @@ func script(client rueidis.Client, c redisstep.Call, eval bool) rueidis.Complete
 	return client.B().Evalsha().Sha1(c.Script.SHA1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 }
 
-func reply(r rueidis.RedisResult) redisstep.Reply {
+func reply(r rueidis.RedisResult, strs bool) redisstep.Reply {
 	if err := r.Error(); err != nil {
 		return redisstep.Reply{Err: err}
 	}
 	if m, err := r.ToMessage(); err == nil && m.IsArray() {
+		if strs {
+			vals, err := m.AsStrSlice()
+			return redisstep.Reply{Strs: vals, Err: err}
+		}
 		vals, err := m.AsIntSlice()
 		return redisstep.Reply{Ints: vals, Err: err}
 	}
 	return redisstep.Reply{}
 }
 
-func replies(rs []rueidis.RedisResult) []redisstep.Reply {
+func replies(rs []rueidis.RedisResult, calls []redisstep.Call) []redisstep.Reply {
 	out := make([]redisstep.Reply, len(rs))
 	for i, r := range rs {
-		out[i] = reply(r)
+		out[i] = reply(r, calls[i].Strings)
 	}
 	return out
 }

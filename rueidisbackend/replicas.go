@@ -90,7 +90,7 @@ func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls
 	acks, _ := got[len(got)-1].AsInt64() // an error counts as no replica
 	out := make([]redisstep.Reply, len(calls))
 	for i := range calls {
-		out[i] = reply(got[at[i]])
+		out[i] = reply(got[at[i]], calls[i].Strings)
 	}
 	return out, acks
 }

@@ -12,6 +12,9 @@ type Call struct {
 	Script scripts.Script
 	Keys   []string
 	Args   []string
+	// Strings asks for the reply as an array of strings (Reply.Strs), for
+	// scripts that reply with text (inspect); otherwise integers.
+	Strings bool
 }
 
 // Reply is one call's reply.
@@ -19,6 +22,8 @@ type Reply struct {
 	// Ints is the reply when it is an array of integers (acquire, leave,
 	// heartbeat); nil for any other reply.
 	Ints []int64
+	// Strs is the reply of a Call with Strings set.
+	Strs []string
 	// Err is the call's error reply, or the client's failure.
 	Err error
 }

@@ -1,0 +1,196 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redislocker/lock"
+	"github.com/redislocker/lock/backend"
+)
+
+// inspectContract is the contract sentence of the inspect property.
+const inspectContract = "inspect: Inspect reports the holder (fence, TTL, token fingerprint) and the live waiters in ticket order, bounded, and changes nothing"
+
+// inspectProp: on a backend that is a backend.Inspector, Locker.Inspect
+// and the backend's Inspect report a free id as free; a held id with the
+// holder's fence, a TTL within the lease and the fingerprint of its token
+// (never the token); the live waiters, head first, with increasing tickets,
+// fingerprints and deadlines within WaiterTimeout, at most as many as asked
+// for; and, after a hand-off, the new holder and the shorter queue.
+// Skipped, with the reason, when the backend lacks the capability.
+func inspectProp(e *env) {
+	raw := e.h.NewBackend(e.t)
+	in, ok := raw.(backend.Inspector)
+	if !ok {
+		_ = raw.Close()
+		e.t.Skipf("%T does not implement backend.Inspector (an optional capability)", raw)
+	}
+	il := lock.New(raw, &lock.Options{WaiterTimeout: waiterTimeout, Logger: slog.New(slog.NewTextHandler(e.logw, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	e.t.Cleanup(func() { _ = il.Close() })
+	ctx := e.ctx(time.Minute)
+	id := e.id()
+	inspect := func(what string) lock.Inspection {
+		e.t.Helper()
+		got, err := il.Inspect(ctx, id)
+		if err != nil {
+			e.fatalf("%s: Inspect: %v", what, err)
+		}
+		if got.ID != id {
+			e.errorf("%s: Inspection.ID %q, want %q", what, got.ID, id)
+		}
+		return got
+	}
+
+	if got := inspect("a free id"); got.Held || got.QueueLen != 0 || len(got.Waiters) != 0 {
+		e.errorf("a free id: %+v, want not held and no waiters", got)
+	}
+	for _, bad := range []string{"", string(make([]byte, lock.MaxIDLength+1))} {
+		if _, err := il.Inspect(ctx, bad); !errors.Is(err, lock.ErrInvalidArgument) {
+			e.errorf("Inspect(id of %d bytes): %v, want ErrInvalidArgument", len(bad), err)
+		}
+	}
+
+	holder, _ := e.defaultLocker()
+	le := e.mustAcquire(holder, id, longTTL)
+	got := inspect("a held id")
+	switch {
+	case !got.Held || got.Fence != le.Fence():
+		e.errorf("a held id: Held=%v Fence=%d, want held with the holder's fence %d", got.Held, got.Fence, le.Fence())
+	case got.TTL <= 0 || got.TTL > longTTL:
+		e.errorf("a held id: TTL %v, want in (0, %v]", got.TTL, longTTL)
+	case got.Holder != lock.Fingerprint(le.Token()) || len(got.Holder) != backend.FingerprintLength:
+		e.errorf("a held id: Holder %q, want the fingerprint %q of the holder's token", got.Holder, lock.Fingerprint(le.Token()))
+	}
+
+	// Three waiters in three processes, queued one after the other.
+	type result struct {
+		res lock.Result
+		err error
+	}
+	start := time.Now()
+	var tokens []string
+	var cancels []context.CancelFunc
+	results := make([]chan result, 3)
+	var wg sync.WaitGroup
+	e.t.Cleanup(func() {
+		for _, c := range cancels {
+			c()
+		}
+		wg.Wait()
+	})
+	for i := range results {
+		w, _ := e.defaultLocker()
+		tok := fmt.Sprintf("inspect-waiter-%d", i)
+		tokens = append(tokens, tok)
+		wctx, cancel := context.WithCancel(ctx)
+		cancels = append(cancels, cancel)
+		results[i] = make(chan result, 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := w.AcquireWith(wctx, id, longTTL, &lock.AcquireOptions{Token: tok})
+			results[i] <- result{res, err}
+		}()
+		if !pollInspect(prompt, func() bool { return inspect("queueing").QueueLen == i+1 }) {
+			e.fatalf("waiter %d: QueueLen did not reach %d within %v: %+v", i, i+1, prompt, inspect("queueing"))
+		}
+	}
+	got = inspect("three waiters")
+	if got.QueueLen != 3 || len(got.Waiters) != 3 {
+		e.fatalf("three waiters: QueueLen %d, %d listed; want 3 and 3", got.QueueLen, len(got.Waiters))
+	}
+	for i, w := range got.Waiters {
+		if w.Token != lock.Fingerprint(tokens[i]) {
+			e.errorf("waiter %d: fingerprint %q, want %q (head first, in queue order)", i, w.Token, lock.Fingerprint(tokens[i]))
+		}
+		if i > 0 && w.Ticket <= got.Waiters[i-1].Ticket {
+			e.errorf("waiter %d: ticket %d not above the one before (%d)", i, w.Ticket, got.Waiters[i-1].Ticket)
+		}
+		if w.Deadline <= 0 || w.Deadline > waiterTimeout+10*time.Millisecond {
+			e.errorf("waiter %d: deadline in %v, want in (0, WaiterTimeout %v]", i, w.Deadline, waiterTimeout)
+		}
+		if w.QueuedFor < 0 || w.QueuedFor > time.Since(start)+slack {
+			e.errorf("waiter %d: QueuedFor %v, want 0 (unknown) or at most %v", i, w.QueuedFor, time.Since(start)+slack)
+		}
+	}
+	for _, n := range []int{2, 0} {
+		b, err := in.Inspect(ctx, id, n)
+		if err != nil || b.QueueLen != 3 || len(b.Waiters) != n || (n > 0 && b.Waiters[0].Token != lock.Fingerprint(tokens[0])) {
+			e.errorf("backend Inspect(maxWaiters %d): QueueLen %d, %d listed, %v; want 3 and the first %d", n, b.QueueLen, len(b.Waiters), err, n)
+		}
+	}
+	if again := inspect("inspected again"); again.Fence != le.Fence() || again.QueueLen != 3 || again.Holder != got.Holder {
+		e.errorf("inspecting changed the state: %+v after %+v", again, got)
+	}
+
+	// Hand-off to the head.
+	e.mustRelease(le)
+	var first result
+	select {
+	case first = <-results[0]:
+	case <-time.After(prompt + slack):
+		e.fatalf("the head was not granted within %v of the release", prompt+slack)
+	}
+	if first.err != nil || !first.res.Acquired {
+		e.fatalf("the head after the release: %+v, %v; want a lease", first.res, first.err)
+	}
+	got = inspect("after the hand-off")
+	switch {
+	case !got.Held || got.Fence != first.res.Lease.Fence() || got.Fence <= le.Fence():
+		e.errorf("after the hand-off: Held=%v Fence=%d, want the new holder's fence %d (> %d)", got.Held, got.Fence, first.res.Lease.Fence(), le.Fence())
+	case got.Holder != lock.Fingerprint(tokens[0]):
+		e.errorf("after the hand-off: Holder %q, want the head's fingerprint %q", got.Holder, lock.Fingerprint(tokens[0]))
+	case got.QueueLen != 2 || len(got.Waiters) != 2 || got.Waiters[0].Token != lock.Fingerprint(tokens[1]):
+		e.errorf("after the hand-off: QueueLen %d, waiters %+v; want the two others, in order", got.QueueLen, got.Waiters)
+	}
+	for _, c := range cancels[1:] {
+		c()
+	}
+	wg.Wait()
+
+	// A waiter whose process died stops counting once its deadline passes,
+	// although no step purged its entry yet (nobody else heartbeats).
+	dead, deadSpy := e.defaultLocker()
+	dctx, dcancel := context.WithCancel(ctx)
+	cancels = append(cancels, dcancel)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _ = dead.AcquireWith(dctx, id, longTTL, &lock.AcquireOptions{Token: "inspect-dead"})
+	}()
+	if !pollInspect(prompt, func() bool { return inspect("queueing").QueueLen == 1 }) {
+		e.fatalf("a waiter alone: QueueLen did not reach 1 within %v", prompt)
+	}
+	deadSpy.kill()
+	if !pollInspect(waiterTimeout+slack, func() bool { return inspect("a dead waiter").QueueLen == 0 }) {
+		e.errorf("a waiter dead for WaiterTimeout + %v is still counted: %+v", slack, inspect("a dead waiter"))
+	}
+	for _, w := range inspect("a dead waiter").Waiters {
+		if w.Token == lock.Fingerprint("inspect-dead") {
+			e.errorf("a dead waiter is listed: %+v", w)
+		}
+	}
+	e.mustRelease(first.res.Lease)
+	if got := inspect("after everyone left"); got.Held || got.QueueLen != 0 {
+		e.errorf("after everyone left: %+v, want not held and no waiters", got)
+	}
+}
+
+// pollInspect checks cond every few milliseconds until it holds or timeout
+// passes.
+func pollInspect(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

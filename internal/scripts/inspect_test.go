@@ -1,0 +1,215 @@
+package scripts
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/redistest"
+)
+
+// opsScripts runs the test's scripts with EVAL.
+type opsScripts struct {
+	t *testing.T
+	c *redis.Client
+	k keys.ID
+}
+
+func newOps(t *testing.T) *opsScripts {
+	c := client(t)
+	ks, err := keys.New(redistest.Prefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := ks.For("id")
+	t.Cleanup(func() { c.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters) })
+	return &opsScripts{t: t, c: c, k: k}
+}
+
+func (o *opsScripts) eval(s Script, k, a []string) *redis.Cmd {
+	return o.c.Eval(context.Background(), s.Source, k, anys(a)...)
+}
+
+func (o *opsScripts) acquire(token string, wait bool) {
+	o.t.Helper()
+	req := backend.AcquireRequest{ID: "id", Token: token, TTL: time.Minute, Wait: wait, WaiterTTL: time.Minute}
+	k, a := AcquireCall(o.k, req, 100, 100, Classic)
+	if err := o.eval(Acquire, k, a).Err(); err != nil {
+		o.t.Fatal(err)
+	}
+}
+
+func (o *opsScripts) inspect(maxWaiters int) backend.Inspection {
+	o.t.Helper()
+	k, a := InspectCall(o.k, maxWaiters)
+	r, err := o.eval(Inspect, k, a).StringSlice()
+	if err != nil {
+		o.t.Fatalf("inspect: %v", err)
+	}
+	in, err := ParseInspect("id", r)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	return in
+}
+
+// state is every key of the id, with values, for read-only checks.
+func (o *opsScripts) state() string {
+	ctx := context.Background()
+	var b strings.Builder
+	b.WriteString(o.c.Get(ctx, o.k.Lock).Val())
+	for _, z := range [][]redis.Z{
+		o.c.ZRangeWithScores(ctx, o.k.Queue, 0, -1).Val(),
+		o.c.ZRangeWithScores(ctx, o.k.Deadlines, 0, -1).Val(),
+	} {
+		for _, m := range z {
+			b.WriteString("|" + m.Member.(string))
+		}
+	}
+	h := o.c.HGetAll(ctx, o.k.Counters).Val()
+	for _, f := range slices.Sorted(maps.Keys(h)) {
+		b.WriteString("|" + f + "=" + h[f])
+	}
+	return b.String()
+}
+
+func TestInspectScript(t *testing.T) {
+	o := newOps(t)
+	ctx := context.Background()
+	if in := o.inspect(10); in.Held || in.QueueLen != 0 || len(in.Waiters) != 0 {
+		t.Fatalf("free id: %+v, want nothing", in)
+	}
+	o.acquire("H", false)
+	for _, w := range []string{"W1", "DEAD", "W2", "W3"} {
+		o.acquire(w, true)
+	}
+	// DEAD's deadline passes; nothing purged it yet.
+	if err := o.c.ZAdd(ctx, o.k.Deadlines, redis.Z{Score: 1, Member: "DEAD"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fence, _ := o.c.HGet(ctx, o.k.Counters, "fence").Uint64()
+	before := o.state()
+	in := o.inspect(2)
+	if after := o.state(); after != before {
+		t.Fatalf("inspect changed the state:\n before %s\n after  %s", before, after)
+	}
+	if !in.Held || in.Fence != fence || in.Holder != backend.Fingerprint("H") {
+		t.Fatalf("holder: %+v, want held with fence %d and fingerprint %s", in, fence, backend.Fingerprint("H"))
+	}
+	if in.TTL <= 0 || in.TTL > time.Minute {
+		t.Fatalf("TTL %v, want in (0, 1m]", in.TTL)
+	}
+	if in.QueueLen != 3 {
+		t.Fatalf("QueueLen %d, want the 3 live waiters", in.QueueLen)
+	}
+	if len(in.Waiters) != 2 || in.Waiters[0].Token != backend.Fingerprint("W1") || in.Waiters[1].Token != backend.Fingerprint("W2") {
+		t.Fatalf("Waiters %+v, want W1 and W2 (DEAD skipped, bounded to 2)", in.Waiters)
+	}
+	if in.Waiters[0].Ticket >= in.Waiters[1].Ticket || in.Waiters[0].QueuedFor != 0 {
+		t.Fatalf("Waiters %+v: tickets must increase; QueuedFor is not known on Redis", in.Waiters)
+	}
+	for _, w := range in.Waiters {
+		if w.Deadline <= 0 || w.Deadline > time.Minute {
+			t.Fatalf("waiter deadline %v, want in (0, 1m]", w.Deadline)
+		}
+	}
+	if s := o.eval(Inspect, []string{o.k.Lock, o.k.Queue, o.k.Deadlines, o.k.Counters}, []string{"10", "10"}).String(); strings.Contains(s, "W1") || strings.Contains(s, " H ") {
+		t.Fatalf("the reply carries a token: %s", s)
+	}
+	if n := len(o.inspect(500).Waiters); n != 3 {
+		t.Fatalf("inspect(500) listed %d waiters, want 3 (the cap is %d)", n, backend.MaxInspectWaiters)
+	}
+	for _, bad := range [][]string{{"101", "10"}, {"-1", "10"}, {"x", "10"}, {"1", "0"}, {"1"}} {
+		err := o.eval(Inspect, []string{o.k.Lock, o.k.Queue, o.k.Deadlines, o.k.Counters}, bad).Err()
+		if err == nil || ErrorCode(err.Error()) != CodeBadArg {
+			t.Errorf("inspect %v: %v, want LOCKBADARG", bad, err)
+		}
+	}
+}
+
+func TestParseInspectRejectsBadReplies(t *testing.T) {
+	for _, r := range [][]string{
+		{"1", "2", "3", "ab"},
+		{"1", "2", "3", "ab", "1", "5"},
+		{"x", "2", "3", "ab", "0"},
+		{"1", "2", "3", "ab", "1", "t", "5", "cd"},
+	} {
+		if _, err := ParseInspect("id", r); err == nil {
+			t.Errorf("ParseInspect(%q) accepted it", r)
+		}
+	}
+}
+
+func TestForceReleaseScript(t *testing.T) {
+	o := newOps(t)
+	ctx := context.Background()
+	force := func(fence uint64) error {
+		k, a := ForceReleaseCall(o.k, fence, 100, Classic)
+		return o.eval(ForceRelease, k, a).Err()
+	}
+	if err := force(1); !errors.Is(MapError(errMsg(err)), backend.ErrNotHeld) {
+		t.Fatalf("free id: %v, want LOCKNOTHELD", err)
+	}
+	o.acquire("H", false)
+	o.acquire("W", true)
+	fence, _ := o.c.HGet(ctx, o.k.Counters, "fence").Uint64()
+	err := force(fence + 1)
+	if !errors.Is(MapError(errMsg(err)), backend.ErrNotHeld) || !strings.Contains(errMsg(err), "fence") {
+		t.Fatalf("wrong fence: %v, want LOCKNOTHELD naming the fence", err)
+	}
+	if o.c.Get(ctx, o.k.Lock).Val() != "H" {
+		t.Fatal("a refused forced release changed the lock")
+	}
+	sub := o.c.Subscribe(ctx, o.k.Channel)
+	defer sub.Close()
+	if _, err := sub.ReceiveTimeout(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := force(fence); err != nil {
+		t.Fatalf("right fence: %v", err)
+	}
+	if n := o.c.Exists(ctx, o.k.Lock).Val(); n != 0 {
+		t.Fatal("the lock is still there")
+	}
+	m, err := sub.ReceiveTimeout(ctx, 5*time.Second)
+	if msg, ok := m.(*redis.Message); err != nil || !ok || msg.Payload != "W" {
+		t.Fatalf("wake-up: %v, %v; want the head's token W", m, err)
+	}
+	// The former holder's release is refused: it no longer holds the lock.
+	k, a := ReleaseCall(o.k, "H", 100, Classic)
+	if err := o.eval(Release, k, a).Err(); !errors.Is(MapError(errMsg(err)), backend.ErrNotHeld) {
+		t.Fatalf("the former holder's release: %v, want LOCKNOTHELD", err)
+	}
+	// A fence beyond a Lua number's precision is compared exactly.
+	big := uint64(1764000000000000123)
+	o.c.Set(ctx, o.k.Lock, "X", time.Minute)
+	o.c.HSet(ctx, o.k.Counters, "fence", big)
+	if err := force(big - 1); err == nil {
+		t.Fatal("a fence one below was accepted")
+	}
+	if err := force(big); err != nil {
+		t.Fatalf("a 19-digit fence: %v", err)
+	}
+	for _, bad := range []string{"0", "-1", "01", "x", ""} {
+		k, a := ForceReleaseCall(o.k, 1, 100, Classic)
+		a[0] = bad
+		if err := o.eval(ForceRelease, k, a).Err(); err == nil || ErrorCode(err.Error()) != CodeBadArg {
+			t.Errorf("fence %q: %v, want LOCKBADARG", bad, err)
+		}
+	}
+}
+
+func errMsg(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

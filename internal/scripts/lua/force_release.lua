@@ -1,0 +1,47 @@
+-- force_release: an operator's release of whoever holds the lock, only if
+-- the holder's fence is the one given, so that it can never hit a newer
+-- holder; then wake the head, as release does.
+--
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] counters
+-- ARGV[1] the holder's fence, as inspect reported it
+-- ARGV[2] purge limit
+-- ARGV[3] wake-up channel
+-- ARGV[4] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
+--
+-- The holder's fence is the counter's "fence" field (see inspect). It does
+-- not record a release token ("rel"): the holder's own Release afterwards
+-- answers LOCKNOTHELD, as it should.
+--
+-- Reply: 1. Error replies: LOCKNOTHELD (the id is not held, or by another
+-- fence; nothing changed), LOCKBADARG.
+-- The fence is compared as a string (HINCRBY writes it in this canonical
+-- form), so it may have more digits than a Lua number holds exactly.
+local fence = ARGV[1]
+if type(fence) ~= 'string' or #fence > 20 or not string.find(fence, '^[1-9][0-9]*$') then
+  return bad_arg('fence', 'must be a positive integer')
+end
+local limit = posint(2, 100000)
+if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
+local channel = ARGV[3]
+if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
+local publish, why = publish_cmd(4)
+if not publish then return bad_arg('publish', why) end
+
+local lock, q, d, counters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if not redis.call('GET', lock) then
+  return fail('LOCKNOTHELD', 'the id is not held')
+end
+local current = redis.call('HGET', counters, 'fence') or '0'
+if current ~= fence then
+  return fail('LOCKNOTHELD', 'the holder has fence ' .. current .. ', not ' .. fence)
+end
+redis.call('DEL', lock)
+-- Fast path: no queue key, nobody to wake.
+if redis.call('EXISTS', q) == 0 then return 1 end
+-- Wake a live head, not one that stopped heartbeating.
+purge(q, d, now_ms(), limit)
+local head = head_of(q)
+if head then
+  redis.call(publish, channel, head)
+end
+return 1

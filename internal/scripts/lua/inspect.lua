@@ -1,0 +1,54 @@
+-- inspect: a read-only view of one id, for operators. It writes nothing
+-- (no purge, no expiry, no wake-up) and never replies a token, only the
+-- first 8 hex digits of its SHA-1 (backend.Fingerprint).
+--
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] counters
+-- ARGV[1] max waiters to list: 0 to 100
+-- ARGV[2] scan limit: most queue entries looked at (dead ones are skipped)
+--
+-- The holder's fence is the counter's "fence" field: every grant takes the
+-- next fence from it, so while the lock is held it is the holder's.
+--
+-- Reply: strings {held (0/1), fence, ttl_ms, holder_fingerprint,
+-- queue_len, then per listed waiter: ticket, deadline_left_ms,
+-- fingerprint}. queue_len counts the live waiters (deadline after now).
+-- Error reply: LOCKBADARG.
+local maxw = ARGV[1]
+if maxw == '0' then
+  maxw = 0
+else
+  maxw = posint(1, 100)
+  if not maxw then return bad_arg('max_waiters', 'must be an integer from 0 to 100') end
+end
+local scan = posint(2, 100000)
+if not scan then return bad_arg('scan_limit', 'must be an integer from 1 to 100000') end
+
+local lock, q, d, counters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local function fp(tok) return string.sub(redis.sha1hex(tok), 1, 8) end
+
+local now = now_ms()
+local out = {'0', '0', '0', ''}
+local holder = redis.call('GET', lock)
+if holder then
+  local ttl = redis.call('PTTL', lock)
+  if ttl < 0 then ttl = 0 end
+  out = {'1', redis.call('HGET', counters, 'fence') or '0', string.format('%d', ttl), fp(holder)}
+end
+out[5] = string.format('%d', redis.call('ZCOUNT', d, '(' .. now, '+inf'))
+
+if maxw > 0 then
+  local n = 0
+  local entries = redis.call('ZRANGE', q, 0, scan - 1, 'WITHSCORES')
+  for i = 1, #entries, 2 do
+    local tok = entries[i]
+    local deadline = tonumber(redis.call('ZSCORE', d, tok))
+    if deadline and deadline > now then
+      out[#out + 1] = entries[i + 1]
+      out[#out + 1] = string.format('%d', deadline - now)
+      out[#out + 1] = fp(tok)
+      n = n + 1
+      if n >= maxw then break end
+    end
+  end
+end
+return out

@@ -1,0 +1,26 @@
+package lock
+
+import (
+	"testing"
+
+	"github.com/redislocker/lock/memorybackend"
+)
+
+// TestNoObserverNoWrapper checks that a Locker without an Observer uses
+// its backend as given: no wrapper, no event, no clock read per step.
+func TestNoObserverNoWrapper(t *testing.T) {
+	b := memorybackend.New(nil)
+	l := New(b, nil)
+	defer l.Close()
+	if l.obs != nil || l.b != b {
+		t.Fatalf("without an Observer: obs=%v, backend %T; want nil and the backend itself", l.obs, l.b)
+	}
+	if !l.obsNow().IsZero() {
+		t.Fatal("obsNow read the clock without an Observer")
+	}
+	o := New(memorybackend.New(nil), &Options{Observer: ObserverFunc(func(Event) {})})
+	defer o.Close()
+	if _, ok := o.b.(*observedBackend); !ok || o.obs == nil {
+		t.Fatalf("with an Observer: backend %T, want *observedBackend", o.b)
+	}
+}
