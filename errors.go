@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redislocker/lock/backend"
 )
@@ -76,3 +77,50 @@ func isSentinel(err error) bool {
 	}
 	return false
 }
+
+// joinErrs joins the non-nil errs into one that matches each of them, like
+// errors.Join, but prints on one line, "first; second", leaving out a
+// message already printed (or contained in one printed). It returns nil
+// when every err is nil, and a lone error as it is.
+func joinErrs(errs ...error) error {
+	var kept []error
+	for _, e := range errs {
+		if e != nil {
+			kept = append(kept, e)
+		}
+	}
+	switch len(kept) {
+	case 0:
+		return nil
+	case 1:
+		return kept[0]
+	}
+	return &joinError{errs: kept}
+}
+
+type joinError struct{ errs []error }
+
+func (e *joinError) Error() string {
+	var msgs []string
+	for _, err := range e.errs {
+		m := err.Error()
+		dup := false
+		for i, prev := range msgs {
+			switch {
+			case strings.Contains(prev, m):
+				dup = true
+			case strings.Contains(m, prev):
+				msgs[i], dup = m, true
+			}
+			if dup {
+				break
+			}
+		}
+		if !dup {
+			msgs = append(msgs, m)
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (e *joinError) Unwrap() []error { return e.errs }

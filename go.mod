@@ -1,6 +1,6 @@
 module github.com/redislocker/lock
 
-go 1.23.0
+go 1.25.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0

@@ -76,3 +76,41 @@ func ResolutionOf(b any) time.Duration {
 	}
 	return time.Millisecond
 }
+
+// ExtendBatcher is an optional capability: many Extend steps in one round
+// trip, which the Locker uses to keep its kept-alive leases alive. The
+// result has one error per request, in order: nil when extended,
+// ErrNotHeld when the token does not hold the lock (nothing changed). A
+// failure of the whole call goes in the returned error; the per-request
+// results may then be shorter than reqs, and those present took effect.
+// Each step keeps Extend's contract; the batch need not be atomic.
+type ExtendBatcher interface {
+	ExtendBatch(ctx context.Context, reqs []ExtendRequest) ([]error, error)
+}
+
+// ExtendRequest is one step of an ExtendBatch.
+type ExtendRequest struct {
+	ID    string
+	Token string
+	// TTL is the new time to live, relative to the store's clock.
+	TTL time.Duration
+}
+
+// ExtendBatch runs reqs through b's ExtendBatcher when it has one, and
+// otherwise one Extend at a time. ErrNotHeld is a per-request result; any
+// other failure of an Extend in the fallback ends the call with that error,
+// and the results before it stand.
+func ExtendBatch(ctx context.Context, b Lock, reqs []ExtendRequest) ([]error, error) {
+	if bb, ok := b.(ExtendBatcher); ok {
+		return bb.ExtendBatch(ctx, reqs)
+	}
+	out := make([]error, len(reqs))
+	for i, r := range reqs {
+		err := b.Extend(ctx, r.ID, r.Token, r.TTL)
+		if err != nil && !errors.Is(err, ErrNotHeld) {
+			return out[:i], err
+		}
+		out[i] = err
+	}
+	return out, nil
+}

@@ -71,9 +71,10 @@ var (
 )
 
 func newBrokenHarness(kind string) *brokenHarness {
+	store, _ := memorybackend.NewStore(nil) // nil options never fail
 	return &brokenHarness{
 		kind:  kind,
-		store: memorybackend.NewStore(nil),
+		store: store,
 		fakes: &fakeGrants{byKey: make(map[string]*fakeGrant)},
 	}
 }

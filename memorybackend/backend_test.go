@@ -16,7 +16,7 @@ func newManual(t *testing.T, opts memorybackend.Options) (*memorybackend.ManualC
 	t.Helper()
 	c := memorybackend.NewManualClock(epoch)
 	opts.Clock = c
-	return c, memorybackend.NewStore(&opts)
+	return c, must(memorybackend.NewStore(&opts))
 }
 
 func req(id, tok string, wait bool) backend.AcquireRequest {
@@ -132,7 +132,7 @@ func TestCancelledContext(t *testing.T) {
 }
 
 func TestEmptyTokenIsRejected(t *testing.T) {
-	b := memorybackend.New(nil)
+	b := must(memorybackend.New(nil))
 	if _, err := b.Acquire(context.Background(), req("x", "", false)); !errors.Is(err, backend.ErrInvalidArgument) {
 		t.Fatalf("Acquire with an empty token: err = %v, want ErrInvalidArgument", err)
 	}
@@ -301,7 +301,7 @@ func TestSubscribe(t *testing.T) {
 // into the backend.
 func TestSubscriberMayCallBack(t *testing.T) {
 	ctx := context.Background()
-	b := memorybackend.New(nil)
+	b := must(memorybackend.New(nil))
 	var g backend.Grant
 	var gerr error
 	cancel, err := b.Subscribe(ctx, "x", func(w backend.Wake) {
@@ -387,7 +387,7 @@ func TestLenSweepsExpiredState(t *testing.T) {
 
 func TestDefaultsUseTheRealClock(t *testing.T) {
 	ctx := context.Background()
-	b := memorybackend.New(nil)
+	b := must(memorybackend.New(nil))
 	g, err := b.Acquire(ctx, backend.AcquireRequest{ID: "x", Token: "A", TTL: time.Hour})
 	if err != nil || !g.Acquired || g.Fence != 1 {
 		t.Fatalf("Acquire = %+v, %v", g, err)
@@ -425,7 +425,7 @@ func TestUncontendedAllocations(t *testing.T) {
 		t.Skip("allocation counts differ under the race detector")
 	}
 	ctx := context.Background()
-	b := memorybackend.New(nil)
+	b := must(memorybackend.New(nil))
 	r := backend.AcquireRequest{ID: "alloc", Token: "tok", TTL: time.Minute}
 	allocs := testing.AllocsPerRun(1000, func() {
 		if _, err := b.Acquire(ctx, r); err != nil {

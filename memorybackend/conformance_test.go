@@ -12,7 +12,7 @@ import (
 // Store per harness, one Backend per "process".
 func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) conformance.Harness {
-		return &harness{store: memorybackend.NewStore(nil)}
+		return &harness{store: must(memorybackend.NewStore(nil))}
 	})
 }
 
