@@ -3,6 +3,8 @@ package lock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redislocker/lock/backend"
@@ -113,7 +115,13 @@ func (l *Locker) extendDue() {
 	if len(batch) == 0 {
 		return
 	}
+	// The most urgent first: a slow fallback extends them before the bound.
 	reqs := make([]backend.ExtendRequest, len(batch))
+	valid := make(map[*Lease]time.Time, len(batch))
+	for _, le := range batch {
+		valid[le] = le.ValidUntil()
+	}
+	slices.SortFunc(batch, func(a, b *Lease) int { return valid[a].Compare(valid[b]) })
 	for i, le := range batch {
 		le.mu.Lock()
 		reqs[i] = backend.ExtendRequest{ID: le.id, Token: le.token, TTL: le.ttl}
@@ -130,8 +138,10 @@ func (l *Locker) extendDue() {
 	var first error
 	for i, le := range batch {
 		e := err
-		if i < len(errs) {
+		if e == nil && i < len(errs) {
 			e = errs[i]
+		} else if e == nil {
+			e = fmt.Errorf("backend returned %d results for %d extends", len(errs), len(reqs))
 		}
 		switch {
 		case e == nil:

@@ -6,8 +6,16 @@
 // takes a lease on an id; if the id is held, the caller joins a FIFO queue
 // and is woken when the lock is released, until the queue timeout (default
 // 30 minutes) or its context ends. [Locker.AcquireMany] streams the leases
-// of many ids as they are granted; [Do] runs a function under a lock, keeps
-// the lease alive while it runs, and always releases.
+// of many ids as they are granted; [Do] runs a function under a lock (or
+// skips it at once if the lock is held, with NoWait: a job that must run
+// once across replicas), keeps the lease alive while it runs, and always
+// releases. Any lease can be kept alive by the Locker
+// ([AcquireOptions.KeepAlive], [Options.KeepAlive]): all its kept-alive
+// leases are extended in one batched backend step per tick.
+//
+// The Locker and memorybackend work inside a testing/synctest bubble, so
+// that tests of code using them move time with time.Sleep instead of
+// waiting.
 //
 // # Guarantees
 //
@@ -22,7 +30,8 @@
 //   - S4 owner-only: Release and Extend compare the owner token; Extend never
 //     re-creates an expired lock. Otherwise they return [ErrNotHeld] and change nothing.
 //   - S5 lost leases are signalled: [Lease.Lost] is closed, and Do's context
-//     cancelled, no later than ValidUntil.
+//     cancelled, no later than ValidUntil, by the Locker's own timer: a
+//     backend client that ignores deadlines does not delay it.
 //   - S6 retry-safe: a retried acquire with the same token is a no-op; a step
 //     whose outcome is unknown (error, cancellation) is cleaned up by token.
 //   - S7 AcquireMany never leaves a lease held that the caller was not shown.
@@ -43,7 +52,8 @@
 //     cancellation is released.
 //
 // Hygiene: no goroutine outlives [Locker.Close] (a Locker runs one heartbeat
-// goroutine only while it has waiters); backends keep no state but
+// goroutine only while it has waiters, and one keep-alive goroutine only
+// while it has kept-alive leases); backends keep no state but
 // documented counters, and bound the work of each step.
 //
 // # Where the guarantees end

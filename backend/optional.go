@@ -3,6 +3,8 @@ package backend
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -80,10 +82,10 @@ func ResolutionOf(b any) time.Duration {
 // ExtendBatcher is an optional capability: many Extend steps in one round
 // trip, which the Locker uses to keep its kept-alive leases alive. The
 // result has one error per request, in order: nil when extended,
-// ErrNotHeld when the token does not hold the lock (nothing changed). A
-// failure of the whole call goes in the returned error; the per-request
-// results may then be shorter than reqs, and those present took effect.
-// Each step keeps Extend's contract; the batch need not be atomic.
+// ErrNotHeld when the token does not hold the lock (nothing changed), or
+// the failure of that step. A failure of the whole call goes in the
+// returned error (the per-request results are then nil). Each step keeps
+// Extend's contract; the batch need not be atomic.
 type ExtendBatcher interface {
 	ExtendBatch(ctx context.Context, reqs []ExtendRequest) ([]error, error)
 }
@@ -96,21 +98,36 @@ type ExtendRequest struct {
 	TTL time.Duration
 }
 
-// ExtendBatch runs reqs through b's ExtendBatcher when it has one, and
-// otherwise one Extend at a time. ErrNotHeld is a per-request result; any
-// other failure of an Extend in the fallback ends the call with that error,
-// and the results before it stand.
+// extendFallbackWorkers is how many Extend calls the ExtendBatch fallback
+// runs at once: a pooled or pipelining client then serves a large batch in
+// a few round trips' time instead of one per lease.
+const extendFallbackWorkers = 16
+
+// ExtendBatch runs reqs through b's ExtendBatcher when it has one.
+// Otherwise it runs one Extend per request, up to 16 at a time, in the
+// order of reqs; a request not started when ctx ends gets ctx's error. Its
+// returned error is always nil then: every failure is per request.
 func ExtendBatch(ctx context.Context, b Lock, reqs []ExtendRequest) ([]error, error) {
 	if bb, ok := b.(ExtendBatcher); ok {
 		return bb.ExtendBatch(ctx, reqs)
 	}
 	out := make([]error, len(reqs))
-	for i, r := range reqs {
-		err := b.Extend(ctx, r.ID, r.Token, r.TTL)
-		if err != nil && !errors.Is(err, ErrNotHeld) {
-			return out[:i], err
-		}
-		out[i] = err
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(extendFallbackWorkers, len(reqs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(reqs); i = int(next.Add(1) - 1) {
+				if err := ctx.Err(); err != nil {
+					out[i] = err
+					continue
+				}
+				r := reqs[i]
+				out[i] = b.Extend(ctx, r.ID, r.Token, r.TTL)
+			}
+		}()
 	}
+	wg.Wait()
 	return out, nil
 }
