@@ -158,6 +158,17 @@ func run(ctx context.Context, addr string) error {
 		return 0, errors.New("payment declined")
 	}, nil)
 	fmt.Printf("   Do with a failing fn: err=%v; lock free again: %v\n", err, free(ctx, other, "order-42"))
+
+	fmt.Println("5. Do with NoWait runs a job once across replicas: a replica that finds it running skips it.")
+	running, err := other.Acquire(ctx, "nightly-report", 10*time.Second) // another replica runs the job
+	if err != nil {
+		return err
+	}
+	_, err = lock.Do(ctx, main, "nightly-report", time.Minute, func(ctx context.Context, le *lock.Lease) (int, error) {
+		return 0, nil // the job; le.Fence() goes with its writes
+	}, &lock.AcquireOptions{NoWait: true})
+	fmt.Printf("   Do: err=%v (not acquired: %v)\n", err, errors.Is(err, lock.ErrNotAcquired))
+	running.Lease.Release(ctx)
 	return nil
 }
 
