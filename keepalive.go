@@ -26,13 +26,17 @@ func (l *Locker) keepAlive(le *Lease, every time.Duration) {
 	l.kept[le] = struct{}{}
 	if !l.kaRunning {
 		l.kaRunning = true
+		l.kaNext = due
 		l.bg.Add(1)
 		go l.keepAliveLoop()
 		return
 	}
-	select {
-	case l.kaKick <- struct{}{}:
-	default:
+	if due.Before(l.kaNext) {
+		l.kaNext = due
+		select {
+		case l.kaKick <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -74,6 +78,7 @@ func (l *Locker) keepAliveLoop() {
 			l.mu.Unlock()
 			return
 		}
+		l.kaNext = next
 		l.mu.Unlock()
 		t.Reset(time.Until(next))
 		select {
@@ -92,7 +97,7 @@ func (l *Locker) keepAliveLoop() {
 func (l *Locker) extendDue() {
 	now := time.Now()
 	var batch []*Lease
-	var bound time.Duration
+	expired := 0
 	l.mu.Lock()
 	for le := range l.kept {
 		if le.due.After(now.Add(le.every / 2)) {
@@ -100,6 +105,7 @@ func (l *Locker) extendDue() {
 		}
 		if le.presumeLost(now) {
 			delete(l.kept, le)
+			expired++
 			continue
 		}
 		if !le.op.TryLock() {
@@ -107,36 +113,83 @@ func (l *Locker) extendDue() {
 			continue
 		}
 		batch = append(batch, le)
-		if bound == 0 || le.every < bound {
-			bound = le.every
-		}
 	}
 	l.mu.Unlock()
+	defer func() {
+		if expired > 0 && l.bgCtx.Err() == nil {
+			l.log.Warn("lock: kept-alive leases expired before they could be extended; their Lost fired",
+				"leases", expired)
+		}
+	}()
 	if len(batch) == 0 {
 		return
 	}
-	// The most urgent first: a slow fallback extends them before the bound.
-	reqs := make([]backend.ExtendRequest, len(batch))
+	// The most urgent first, in chunks, each with its own send time: with
+	// the fallback (one Extend per lease) a large batch takes many round
+	// trips, and each lease's validity must count from its own chunk.
 	valid := make(map[*Lease]time.Time, len(batch))
 	for _, le := range batch {
 		valid[le] = le.ValidUntil()
 	}
 	slices.SortFunc(batch, func(a, b *Lease) int { return valid[a].Compare(valid[b]) })
-	for i, le := range batch {
-		le.mu.Lock()
-		reqs[i] = backend.ExtendRequest{ID: le.id, Token: le.token, TTL: le.ttl}
-		le.mu.Unlock()
+	size := extendChunk
+	if _, ok := l.b.(backend.ExtendBatcher); !ok {
+		size = extendFallbackChunk
 	}
-	// The bound leaves each lease about a third of its ttl for a retry. A
-	// client that ignores it only delays the retry: Lost and Do's ctx
-	// fire at ValidUntil by the lease's own timer.
-	ctx, cancel := context.WithTimeout(l.bgCtx, bound)
+	var failed int
+	var first error
+	for chunk := range slices.Chunk(batch, size) {
+		n, lost, err := l.extendChunk(chunk, valid[chunk[len(chunk)-1]])
+		failed += n
+		expired += lost
+		if first == nil {
+			first = err
+		}
+	}
+	if failed > 0 && l.bgCtx.Err() == nil {
+		l.log.Warn("lock: keep-alive extend failed; retrying until the leases expire",
+			"leases", failed, "err", first)
+	}
+}
+
+// Chunk sizes of extendDue: with an ExtendBatcher, one round trip for up to
+// extendChunk leases; with the fallback, one Extend per lease, this many at
+// once.
+const (
+	extendChunk         = 1000
+	extendFallbackChunk = 16
+)
+
+// extendChunk extends the leases of chunk (whose op locks are held, and
+// which it unlocks) in one ExtendBatch bounded by last, the latest
+// ValidUntil among them: no extend is of use after it. A client that
+// ignores the bound only delays the next tick: Lost and Do's ctx fire at
+// ValidUntil by each lease's own timer. It returns the number of failed
+// extends, of leases that expired before their turn, and the first failure.
+func (l *Locker) extendChunk(chunk []*Lease, last time.Time) (failed, expired int, first error) {
+	reqs := make([]backend.ExtendRequest, 0, len(chunk))
+	live := chunk[:0:0]
+	now := time.Now()
+	for _, le := range chunk {
+		if le.presumeLost(now) {
+			l.unkeep(le)
+			le.op.Unlock()
+			expired++
+			continue
+		}
+		le.mu.Lock()
+		reqs = append(reqs, backend.ExtendRequest{ID: le.id, Token: le.token, TTL: le.ttl})
+		le.mu.Unlock()
+		live = append(live, le)
+	}
+	if len(live) == 0 {
+		return 0, expired, nil
+	}
+	ctx, cancel := context.WithDeadline(l.bgCtx, last)
 	sent := time.Now()
 	errs, err := backend.ExtendBatch(ctx, l.b, reqs)
 	cancel()
-	var failed int
-	var first error
-	for i, le := range batch {
+	for i, le := range live {
 		e := err
 		if e == nil && i < len(errs) {
 			e = errs[i]
@@ -162,8 +215,5 @@ func (l *Locker) extendDue() {
 		}
 		le.op.Unlock()
 	}
-	if failed > 0 && l.bgCtx.Err() == nil {
-		l.log.Warn("lock: keep-alive extend failed; retrying until the leases expire",
-			"leases", failed, "err", first)
-	}
+	return failed, expired, first
 }

@@ -141,7 +141,8 @@ type Locker struct {
 	hbRunning bool
 	kept      map[*Lease]struct{} // kept-alive leases
 	kaRunning bool
-	kaKick    chan struct{}  // a lease was added to kept
+	kaNext    time.Time      // when the keep-alive loop wakes next
+	kaKick    chan struct{}  // a lease due before kaNext was added to kept
 	bg        sync.WaitGroup // the heartbeat and keep-alive goroutines, subscribes in flight
 	calls     sync.WaitGroup // calls in flight, waited for by Close
 	idle      sync.WaitGroup // linger timers of idle subscriptions
