@@ -427,3 +427,71 @@ func TestSubscribeNotFailedByAnotherCallersCancel(t *testing.T) {
 		_ = r.Lease.Release(ctx)
 	})
 }
+
+// failFirstSubscribe wraps a backend whose first Subscribe blocks until
+// released and then fails; later ones succeed.
+type failFirstSubscribe struct {
+	backend.Backend
+	entered chan struct{}
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+var errSubscribe = errors.New("subscribe: connection reset")
+
+func (f *failFirstSubscribe) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (func(), error) {
+	if f.calls.Add(1) == 1 {
+		f.entered <- struct{}{}
+		<-f.release
+		return nil, errSubscribe
+	}
+	return f.Backend.Subscribe(ctx, id, fn)
+}
+
+// A subscription started for caller A fails: A gets the error, but caller
+// B, who only joined it, subscribes again on its own and is granted.
+func TestSubscribeFailedForAnotherCallerRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newStore(t)
+		holder := newLocker(t, store.NewBackend(), nil)
+		fs := &failFirstSubscribe{Backend: store.NewBackend(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+		l := newLocker(t, fs, nil)
+		ctx := context.Background()
+		held, err := holder.Acquire(ctx, "x", time.Minute)
+		if err != nil || !held.Acquired {
+			t.Fatal(held, err)
+		}
+		aErr := make(chan error, 1)
+		go func() {
+			_, err := l.Acquire(ctx, "x", time.Minute)
+			aErr <- err
+		}()
+		<-fs.entered
+		type result struct {
+			r   lock.Result
+			err error
+		}
+		bDone := make(chan result, 1)
+		go func() {
+			r, err := l.Acquire(ctx, "x", time.Minute)
+			bDone <- result{r, err}
+		}()
+		synctest.Wait()
+		close(fs.release)
+		if err := <-aErr; !errors.Is(err, errSubscribe) {
+			t.Errorf("A = %v; want its subscription's error", err)
+		}
+		synctest.Wait()
+		if err := held.Lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b := <-bDone
+		if b.err != nil || !b.r.Acquired {
+			t.Fatalf("B = (%+v, %v); want granted after subscribing again on its own", b.r, b.err)
+		}
+		if n := fs.calls.Load(); n != 2 {
+			t.Errorf("%d Subscribe calls; want 2 (A's, failed; B's own)", n)
+		}
+		_ = b.r.Lease.Release(ctx)
+	})
+}
