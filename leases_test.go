@@ -369,17 +369,42 @@ func TestKeepAliveLossClosesLost(t *testing.T) {
 	})
 }
 
-// blockingSubscribe wraps a backend whose Subscribe blocks until released.
-type blockingSubscribe struct {
+// gatedSubscribe wraps a backend whose first Subscribe blocks until
+// release is closed, and then fails with errSubscribe if failFirst is set;
+// later Subscribes go through.
+type gatedSubscribe struct {
 	backend.Backend
-	entered chan struct{}
-	release chan struct{}
+	failFirst bool
+	entered   chan struct{}
+	release   chan struct{}
+	calls     atomic.Int32
 }
 
-func (b *blockingSubscribe) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (func(), error) {
-	b.entered <- struct{}{}
-	<-b.release
-	return b.Backend.Subscribe(ctx, id, fn)
+var errSubscribe = errors.New("subscribe: connection reset")
+
+func newGated(b backend.Backend, failFirst bool) *gatedSubscribe {
+	return &gatedSubscribe{Backend: b, failFirst: failFirst, entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (g *gatedSubscribe) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (func(), error) {
+	if g.calls.Add(1) == 1 {
+		g.entered <- struct{}{}
+		<-g.release
+		if g.failFirst {
+			return nil, errSubscribe
+		}
+	}
+	return g.Backend.Subscribe(ctx, id, fn)
+}
+
+// holdX has another process on store take "x" and returns its lease.
+func holdX(t *testing.T, store *memorybackend.Store) *lock.Lease {
+	t.Helper()
+	res, err := newLocker(t, store.NewBackend(), nil).Acquire(context.Background(), "x", time.Minute)
+	if err != nil || !res.Acquired {
+		t.Fatal(res, err)
+	}
+	return res.Lease
 }
 
 // Caller A, whose ctx is cancelled while the id's shared subscription is
@@ -388,14 +413,10 @@ func (b *blockingSubscribe) Subscribe(ctx context.Context, id string, fn func(ba
 func TestSubscribeNotFailedByAnotherCallersCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newStore(t)
-		holder := newLocker(t, store.NewBackend(), nil)
-		bs := &blockingSubscribe{Backend: store.NewBackend(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+		held := holdX(t, store)
+		bs := newGated(store.NewBackend(), false)
 		l := newLocker(t, bs, nil)
 		ctx := context.Background()
-		held, err := holder.Acquire(ctx, "x", time.Minute)
-		if err != nil || !held.Acquired {
-			t.Fatal(held, err)
-		}
 		actx, cancelA := context.WithCancel(ctx)
 		aErr := make(chan error, 1)
 		go func() {
@@ -417,7 +438,7 @@ func TestSubscribeNotFailedByAnotherCallersCancel(t *testing.T) {
 		}
 		close(bs.release)
 		synctest.Wait()
-		if err := held.Lease.Release(ctx); err != nil {
+		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		r, err := <-bRes, <-bErr
@@ -428,39 +449,15 @@ func TestSubscribeNotFailedByAnotherCallersCancel(t *testing.T) {
 	})
 }
 
-// failFirstSubscribe wraps a backend whose first Subscribe blocks until
-// released and then fails; later ones succeed.
-type failFirstSubscribe struct {
-	backend.Backend
-	entered chan struct{}
-	release chan struct{}
-	calls   atomic.Int32
-}
-
-var errSubscribe = errors.New("subscribe: connection reset")
-
-func (f *failFirstSubscribe) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (func(), error) {
-	if f.calls.Add(1) == 1 {
-		f.entered <- struct{}{}
-		<-f.release
-		return nil, errSubscribe
-	}
-	return f.Backend.Subscribe(ctx, id, fn)
-}
-
 // A subscription started for caller A fails: A gets the error, but caller
 // B, who only joined it, subscribes again on its own and is granted.
 func TestSubscribeFailedForAnotherCallerRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newStore(t)
-		holder := newLocker(t, store.NewBackend(), nil)
-		fs := &failFirstSubscribe{Backend: store.NewBackend(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+		held := holdX(t, store)
+		fs := newGated(store.NewBackend(), true)
 		l := newLocker(t, fs, nil)
 		ctx := context.Background()
-		held, err := holder.Acquire(ctx, "x", time.Minute)
-		if err != nil || !held.Acquired {
-			t.Fatal(held, err)
-		}
 		aErr := make(chan error, 1)
 		go func() {
 			_, err := l.Acquire(ctx, "x", time.Minute)
@@ -482,7 +479,7 @@ func TestSubscribeFailedForAnotherCallerRetries(t *testing.T) {
 			t.Errorf("A = %v; want its subscription's error", err)
 		}
 		synctest.Wait()
-		if err := held.Lease.Release(ctx); err != nil {
+		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		b := <-bDone
