@@ -439,3 +439,40 @@ func TestUncontendedAllocations(t *testing.T) {
 		t.Errorf("uncontended Acquire+Release allocates %.1f times, want 0", allocs)
 	}
 }
+
+// ExtendBatch extends each held lease by its own TTL and reports
+// ErrNotHeld, changing nothing, for a token that does not hold its id
+// (never granted, or expired); a closed backend fails the whole call.
+func TestExtendBatch(t *testing.T) {
+	ctx := context.Background()
+	clock, s := newManual(t, memorybackend.Options{})
+	b := s.NewBackend()
+	mustAcquire(t, b, req("a", "A", false))
+	mustAcquire(t, b, req("b", "B", false))
+	mustAcquire(t, b, req("c", "C", false))
+	clock.Advance(ttl / 2)
+	errs, err := b.ExtendBatch(ctx, []backend.ExtendRequest{
+		{ID: "a", Token: "A", TTL: 2 * ttl},
+		{ID: "b", Token: "not-B", TTL: 2 * ttl},
+		{ID: "c", Token: "C", TTL: ttl},
+		{ID: "d", Token: "D", TTL: ttl},
+	})
+	if err != nil || len(errs) != 4 {
+		t.Fatalf("ExtendBatch = (%v, %v); want 4 results", errs, err)
+	}
+	for i, want := range []error{nil, backend.ErrNotHeld, nil, backend.ErrNotHeld} {
+		if !errors.Is(errs[i], want) || (want == nil && errs[i] != nil) {
+			t.Errorf("result %d = %v; want %v", i, errs[i], want)
+		}
+	}
+	clock.Advance(ttl * 3 / 4) // 1.25 ttl after the grants: b expired, a and c extended
+	for id, held := range map[string]bool{"a": true, "b": false, "c": true} {
+		if _, got := s.Holder(id); got != held {
+			t.Errorf("%s held = %v after the batch; want %v", id, got, held)
+		}
+	}
+	_ = b.Close()
+	if _, err := b.ExtendBatch(ctx, []backend.ExtendRequest{{ID: "a", Token: "A", TTL: ttl}}); !errors.Is(err, backend.ErrClosed) {
+		t.Errorf("ExtendBatch on a closed backend = %v; want ErrClosed", err)
+	}
+}
