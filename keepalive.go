@@ -91,9 +91,7 @@ func (l *Locker) keepAliveLoop() {
 }
 
 // extendDue extends, in one batched step, every kept-alive lease that is
-// due now or within half its period. A lease with a Release or Extend of
-// its own in flight is skipped (tried again shortly), so that steps on one
-// lease never overlap.
+// due now or within half its period.
 func (l *Locker) extendDue() {
 	now := time.Now()
 	var batch []*Lease
@@ -106,10 +104,6 @@ func (l *Locker) extendDue() {
 		if le.presumeLost(now) {
 			delete(l.kept, le)
 			expired++
-			continue
-		}
-		if !le.op.TryLock() {
-			le.due = now.Add(retryBackoff)
 			continue
 		}
 		batch = append(batch, le)
@@ -138,8 +132,17 @@ func (l *Locker) extendDue() {
 	}
 	var failed int
 	var first error
+	tried := 0
 	for chunk := range slices.Chunk(batch, size) {
+		if failed > 0 && failed == tried {
+			// Every extend so far failed: the store is likely out of
+			// reach. Retry the rest at their next tick, not one stalled
+			// chunk after another.
+			l.retryLater(chunk)
+			continue
+		}
 		n, lost, err := l.extendChunk(chunk, valid[chunk[len(chunk)-1]])
+		tried += len(chunk)
 		failed += n
 		expired += lost
 		if first == nil {
@@ -160,9 +163,11 @@ const (
 	extendFallbackChunk = 16
 )
 
-// extendChunk extends the leases of chunk (whose op locks are held, and
-// which it unlocks) in one ExtendBatch bounded by last, the latest
-// ValidUntil among them: no extend is of use after it. A client that
+// extendChunk extends the leases of chunk in one ExtendBatch bounded by
+// last, the latest ValidUntil among them: no extend is of use after it. A
+// lease with a Release or Extend of its own in flight is skipped (tried
+// again shortly), so that steps on one lease never overlap; the others'
+// op locks are held only for this chunk's step. A client that
 // ignores the bound only delays the next tick: Lost and Do's ctx fire at
 // ValidUntil by each lease's own timer. It returns the number of failed
 // extends, of leases that expired before their turn, and the first failure.
@@ -171,6 +176,10 @@ func (l *Locker) extendChunk(chunk []*Lease, last time.Time) (failed, expired in
 	live := chunk[:0:0]
 	now := time.Now()
 	for _, le := range chunk {
+		if !le.op.TryLock() {
+			l.retryIn(le, retryBackoff)
+			continue
+		}
 		if le.presumeLost(now) {
 			l.unkeep(le)
 			le.op.Unlock()
@@ -207,13 +216,26 @@ func (l *Locker) extendChunk(chunk []*Lease, last time.Time) (failed, expired in
 			if first == nil {
 				first = e
 			}
-			l.mu.Lock()
-			if _, ok := l.kept[le]; ok {
-				le.due = time.Now().Add(min(le.every/2, l.heartbeat))
-			}
-			l.mu.Unlock()
+			l.retryLater(live[i : i+1])
 		}
 		le.op.Unlock()
 	}
 	return failed, expired, first
+}
+
+// retryLater schedules the next extend of leases after a failure: half a
+// period, at most a heartbeat interval, from now.
+func (l *Locker) retryLater(leases []*Lease) {
+	for _, le := range leases {
+		l.retryIn(le, min(le.every/2, l.heartbeat))
+	}
+}
+
+// retryIn moves a kept-alive lease's next extend to d from now.
+func (l *Locker) retryIn(le *Lease, d time.Duration) {
+	l.mu.Lock()
+	if _, ok := l.kept[le]; ok {
+		le.due = time.Now().Add(d)
+	}
+	l.mu.Unlock()
 }

@@ -492,3 +492,93 @@ func TestSubscribeFailedForAnotherCallerRetries(t *testing.T) {
 		_ = b.r.Lease.Release(ctx)
 	})
 }
+
+// With the fallback (one Extend per lease, 16 at a time) and the store
+// stalled, keep-alive holds up only the leases of its stalled chunk: the
+// others can be released at once. (Real time, not synctest: releases wait
+// on a mutex, which a bubble does not count as blocked.)
+func TestKeepAliveStallHoldsOneChunk(t *testing.T) {
+	sb := &stuckBackend{Backend: newStore(t).NewBackend()} // hides ExtendBatcher
+	l := newLocker(t, sb, &lock.Options{KeepAlive: true})
+	ctx := context.Background()
+	const n, ttl, chunk = 40, 300 * time.Millisecond, 16
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = string(rune('A' + i))
+	}
+	var leases []*lock.Lease
+	sb.stick(false)
+	for snap, err := range l.AcquireMany(ctx, ids, ttl) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, snap.Acquired...)
+	}
+	defer sb.unstick()
+	waitUntil(t, 10*time.Second, "the first keep-alive chunk is sent and stalls",
+		func() bool { return sb.extends.Load() == chunk })
+	var returned atomic.Int32
+	var wg sync.WaitGroup
+	for _, le := range leases {
+		wg.Go(func() {
+			_ = le.Release(ctx) // ErrNotHeld too, if the lease expired meanwhile
+			returned.Add(1)
+		})
+	}
+	waitUntil(t, 10*time.Second, "the releases of the leases outside the stalled chunk return",
+		func() bool { return returned.Load() == n-chunk })
+	if got := sb.extends.Load(); got != chunk {
+		t.Errorf("%d extends sent while the first chunk stalls; want %d", got, chunk)
+	}
+	sb.unstick()
+	wg.Wait()
+}
+
+// waitUntil polls cond until it holds, and fails the test with what when it
+// does not within d.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// failingExtend wraps a backend whose Extend always fails, as with the
+// store out of reach; it counts the calls.
+type failingExtend struct {
+	backend.Backend
+	calls atomic.Int32
+}
+
+func (f *failingExtend) Extend(context.Context, string, string, time.Duration) error {
+	f.calls.Add(1)
+	return errors.New("connection refused")
+}
+
+// When every extend of a keep-alive chunk fails, the rest of the tick's
+// chunks wait for their retry instead of failing one round trip after
+// another.
+func TestKeepAliveStopsTickAfterFailedChunk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fe := &failingExtend{Backend: newStore(t).NewBackend()} // hides ExtendBatcher
+		l := newLocker(t, fe, &lock.Options{KeepAlive: true})
+		const n, ttl = 40, 300 * time.Millisecond
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = string(rune('A' + i))
+		}
+		for _, err := range l.AcquireMany(context.Background(), ids, ttl) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(ttl/3 + time.Millisecond) // the first tick, not yet its retry
+		if got := fe.calls.Load(); got != 16 {
+			t.Errorf("%d extends in the first tick with every extend failing; want 16 (one chunk)", got)
+		}
+	})
+}
