@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redislocker/lock/backend"
@@ -33,6 +34,35 @@ type AcquireOptions struct {
 	QueueTimeout time.Duration
 	// NoWait makes the call a TryAcquire: it never queues.
 	NoWait bool
+	// KeepAlive makes the Locker keep the lease alive: it extends it by
+	// its ttl every ExtendEvery, in one batched step with its other
+	// kept-alive leases, until Release, Close, or loss (Lost then fires).
+	// Default false, unless the Locker's Options.KeepAlive is set.
+	KeepAlive bool
+	// ExtendEvery is the keep-alive period. Default ttl/3. It must be
+	// shorter than ttl.
+	ExtendEvery time.Duration
+}
+
+// check validates the options of a call with ttl, and returns the
+// keep-alive period (0 when not kept alive).
+func (o *AcquireOptions) check(ttl time.Duration, keepAll bool) (time.Duration, error) {
+	if err := checkToken(o.Token); err != nil {
+		return 0, err
+	}
+	if o.QueueTimeout < 0 {
+		return 0, argErr("opts.QueueTimeout", fmt.Sprintf("must not be negative, got %v", o.QueueTimeout))
+	}
+	if o.ExtendEvery < 0 || o.ExtendEvery >= ttl {
+		return 0, argErr("opts.ExtendEvery", fmt.Sprintf("must be in [0, ttl), got %v with ttl %v", o.ExtendEvery, ttl))
+	}
+	if !o.KeepAlive && !keepAll {
+		return 0, nil
+	}
+	if o.ExtendEvery > 0 {
+		return o.ExtendEvery, nil
+	}
+	return max(ttl/3, time.Millisecond), nil
 }
 
 // Acquire takes the lock on id for ttl. If the id is free (and nobody is
@@ -82,11 +112,9 @@ func (l *Locker) AcquireWith(ctx context.Context, id string, ttl time.Duration, 
 	if err != nil {
 		return Result{ID: id}, err
 	}
-	if err := checkToken(o.Token); err != nil {
+	every, err := o.check(ttl, l.keepAll)
+	if err != nil {
 		return Result{ID: id}, err
-	}
-	if o.QueueTimeout < 0 {
-		return Result{ID: id}, argErr("opts.QueueTimeout", "must not be negative")
 	}
 	if o.Token == "" {
 		o.Token = newToken()
@@ -101,6 +129,9 @@ func (l *Locker) AcquireWith(ctx context.Context, id string, ttl time.Duration, 
 	start := l.obsNow() // observer.go
 	res, err := l.acquire(ctx, id, ttl, o)
 	l.observeAcquire(ctx, start, id, o.NoWait, res, err)
+	if res.Acquired && every > 0 {
+		l.keepAlive(res.Lease, every)
+	}
 	return res, err
 }
 
@@ -204,9 +235,9 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 			}
 			return Result{ID: id, WasInUse: true}, nil
 		case <-ctx.Done():
-			return Result{ID: id, WasInUse: true}, errors.Join(wrap("acquire", id, ctx.Err()), l.cleanup(ctx, id, o.Token))
+			return Result{ID: id, WasInUse: true}, joinErrs(wrap("acquire", id, ctx.Err()), l.cleanup(ctx, id, o.Token))
 		case <-l.done:
-			return Result{ID: id, WasInUse: true}, errors.Join(wrap("acquire", id, ErrClosed), l.cleanup(ctx, id, o.Token))
+			return Result{ID: id, WasInUse: true}, joinErrs(wrap("acquire", id, ErrClosed), l.cleanup(ctx, id, o.Token))
 		}
 	}
 }

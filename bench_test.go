@@ -14,7 +14,11 @@ import (
 // Compare with memorybackend's BenchmarkAcquireRelease (the backend alone).
 func BenchmarkLockerAcquireRelease(b *testing.B) {
 	ctx := context.Background()
-	l := lock.New(memorybackend.New(nil), nil)
+	mb, _ := memorybackend.New(nil)
+	l, err := lock.New(mb, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer l.Close()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

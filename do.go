@@ -6,25 +6,33 @@ import (
 	"time"
 )
 
-// Do takes the lock on id (waiting in the queue like Acquire), runs fn while
-// holding it, and always releases it, also when fn panics (the panic is
-// re-raised after the release).
+// Do takes the lock on id, runs fn with the lease, and always releases it,
+// also when fn panics (the panic is re-raised after the release). fn gets
+// the lease so that it can pass Lease.Fence with its writes and read
+// ValidUntil.
 //
-// While fn runs the lease is extended every ttl/3, and fn's context is
-// cancelled, with cause ErrLeaseLost, as soon as the lease is known or
-// presumed lost (no later than its ValidUntil). Close cancels it with cause
-// ErrClosed and waits for Do to return. If the lease was lost while
-// fn ran, Do returns fn's value and an error matching ErrLeaseLost (joined
-// with fn's error, if any): fn may have run unprotected.
+// opts are those of AcquireWith (nil for defaults): by default Do waits in
+// the queue like Acquire; with NoWait it never waits, which runs a job once
+// across replicas (the replicas that find the lock held skip the job);
+// QueueTimeout and Token apply to this call. Do always keeps the lease
+// alive while fn runs, every ExtendEvery (default ttl/3).
 //
-// A failed release (backend error) is logged and returned too; the lease
-// then expires at its TTL.
+// fn's context is cancelled, with cause ErrLeaseLost, when the lease is
+// found or presumed lost: by the Locker's own timer at ValidUntil at the
+// latest, even while an extend is stuck in a client that ignores deadlines.
+// Close cancels it with cause ErrClosed and waits for Do to return.
 //
-// If the lock is not granted before the queue timeout, Do logs a warning
-// and returns the zero T and ErrNotAcquired. If fn returns an error, Do
-// logs it at Error level and returns it. A nil locker or fn is an
-// *ArgumentError.
-func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration, fn func(ctx context.Context) (T, error)) (T, error) {
+// If the lock is not acquired (held with NoWait, or the queue timeout
+// passed), Do logs a warning and returns the zero T and an error matching
+// ErrNotAcquired, without calling fn. If fn returns an error, Do logs it at
+// Error level and returns it. If the lease was lost before fn returned and
+// the release did not find it still held, fn may have run unprotected: Do
+// returns fn's value and an error matching ErrLeaseLost (with fn's error,
+// if any). A lease that ends after fn returned is no error. A release that
+// fails otherwise (backend error) is logged and returned; the lease then
+// expires at its TTL. A nil locker or fn is an *ArgumentError.
+func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration,
+	fn func(ctx context.Context, lease *Lease) (T, error), opts *AcquireOptions) (T, error) {
 	var zero T
 	if l == nil {
 		return zero, argErr("l", "nil *Locker")
@@ -40,40 +48,64 @@ func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration, fn 
 		return zero, err
 	}
 	defer l.end()
-	res, err := l.Acquire(ctx, id, ttl)
+	o := AcquireOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	o.KeepAlive = true
+	res, err := l.AcquireWith(ctx, id, ttl, &o)
 	if err != nil {
 		return zero, err
 	}
 	if !res.Acquired {
-		l.log.WarnContext(ctx, "lock: not acquired before the queue timeout", "id", id)
+		why := "the queue timeout passed"
+		if o.NoWait {
+			why = "the lock is held and NoWait is set"
+		}
+		l.log.WarnContext(ctx, "lock: not acquired; fn was not run", "id", id, "reason", why)
 		return zero, wrap("do", id, ErrNotAcquired)
 	}
 	le := res.Lease
 	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	stop := make(chan struct{})
-	renewed := make(chan struct{})
+	watched := make(chan struct{})
+	lost := le.Lost()
 	go func() {
-		defer close(renewed)
-		le.keepAlive(fctx, ttl, stop, cancel)
+		defer close(watched)
+		select {
+		case <-stop:
+		case <-lost:
+			if le.lostBy(time.Now()) {
+				cancel(ErrLeaseLost)
+			}
+		case <-l.done:
+			cancel(ErrClosed)
+		}
 	}()
 
-	finish := func() error {
+	finish := func(fnEnd time.Time) error {
+		lostInFn := le.lostBy(fnEnd)
 		close(stop)
-		<-renewed
-		lost := context.Cause(fctx) == ErrLeaseLost
-		cancel(nil)
+		<-watched
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer rcancel()
 		rerr := le.Release(rctx)
-		l.observeDoLost(le, lost, rerr) // observer.go
+		l.observeDoLost(le, lostInFn && rerr != nil, rerr) // observer.go
 		switch {
-		case lost || errors.Is(rerr, ErrNotHeld):
+		case rerr == nil:
+			// Still held at the release: fn never ran unprotected.
+			return nil
+		case lostInFn:
+			l.log.ErrorContext(ctx, "lock: the lease was lost while fn ran; fn may have run unprotected", "id", id, "release_err", rerr)
 			return wrap("do", id, ErrLeaseLost)
-		case rerr != nil:
+		case errors.Is(rerr, ErrNotHeld):
+			// The lease ended after fn returned: nothing was unprotected.
+			return nil
+		default:
 			l.log.ErrorContext(ctx, "lock: release after fn failed; the lease expires at its TTL", "id", id, "err", rerr)
 			return rerr
 		}
-		return nil
 	}
 
 	var v T
@@ -81,58 +113,15 @@ func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration, fn 
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
-				_ = finish()
+				_ = finish(time.Now())
 				panic(p)
 			}
 		}()
-		v, ferr = fn(fctx)
+		v, ferr = fn(fctx, le)
 	}()
-	endErr := finish()
+	endErr := finish(time.Now())
 	if ferr != nil {
 		l.log.ErrorContext(ctx, "lock: fn failed under the lock", "id", id, "err", ferr)
 	}
-	return v, errors.Join(ferr, endErr)
-}
-
-// keepAlive extends the lease every ttl/3 until stop is closed, and cancels
-// ctx with ErrLeaseLost when the lease is found or presumed lost.
-func (le *Lease) keepAlive(ctx context.Context, ttl time.Duration, stop <-chan struct{}, cancel context.CancelCauseFunc) {
-	every := ttl / 3
-	if every <= 0 {
-		every = ttl
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	lost := le.Lost()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-lost:
-			cancel(ErrLeaseLost)
-			return
-		case <-le.l.done:
-			cancel(ErrClosed)
-			return
-		case <-t.C:
-			// While Extend is in flight this loop cannot see lost, so an
-			// extend must not outlive the lease: bound it by ValidUntil
-			// too, or fn's ctx would be cancelled up to ttl/3 late (S5).
-			deadline := time.Now().Add(every)
-			if vu := le.ValidUntil(); vu.Before(deadline) {
-				deadline = vu
-			}
-			ectx, ecancel := context.WithDeadline(ctx, deadline)
-			err := le.Extend(ectx, ttl)
-			ecancel()
-			if errors.Is(err, ErrNotHeld) {
-				cancel(ErrLeaseLost)
-				return
-			}
-			if err != nil && ctx.Err() == nil {
-				le.l.log.WarnContext(ctx, "lock: extending the lease failed; will retry until it expires",
-					"id", le.id, "err", err)
-			}
-		}
-	}
+	return v, joinErrs(ferr, endErr)
 }

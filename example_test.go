@@ -2,11 +2,13 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +21,11 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	locker := lock.New(memorybackend.New(nil), nil)
+	b, _ := memorybackend.New(nil)
+	locker, err := lock.New(b, nil)
+	if err != nil {
+		panic(err) // bad options: an *ArgumentError naming the field
+	}
 	defer locker.Close()
 
 	res, err := locker.Acquire(ctx, "order-42", 10*time.Second)
@@ -36,20 +42,53 @@ func Example() {
 
 func ExampleDo() {
 	ctx := context.Background()
-	locker := lock.New(memorybackend.New(nil), nil)
+	b, _ := memorybackend.New(nil)
+	locker, _ := lock.New(b, nil)
 	defer locker.Close()
 
-	total, err := lock.Do(ctx, locker, "order-42", 5*time.Second, func(ctx context.Context) (int, error) {
+	total, err := lock.Do(ctx, locker, "order-42", 5*time.Second, func(ctx context.Context, lease *lock.Lease) (int, error) {
 		// ctx is cancelled if the lease is lost; the lease is extended meanwhile.
+		// Pass lease.Fence() with every write to the resource you protect.
 		return 3 * 14, nil
-	})
+	}, nil)
 	fmt.Println(total, err)
 	// Output: 42 <nil>
 }
 
+// A job that must run once across replicas: each replica calls Do with
+// NoWait when the job is due; the one that gets the lock runs it, the
+// others skip it at once with ErrNotAcquired (logged at Warn).
+func ExampleDo_runOnce() {
+	store, _ := memorybackend.NewStore(nil) // stands for the Redis the replicas share
+	var skipped sync.WaitGroup
+	skipped.Add(2)
+	nightly := func(ctx context.Context, lease *lock.Lease) (string, error) {
+		skipped.Wait() // the job outlasts the other replicas' attempts
+		return fmt.Sprintf("report written with fence %d", lease.Fence()), nil
+	}
+
+	var replicas sync.WaitGroup
+	for range 3 {
+		replica, _ := lock.New(store.NewBackend(), nil)
+		replicas.Go(func() {
+			defer replica.Close()
+			out, err := lock.Do(context.Background(), replica, "nightly-report", time.Minute,
+				nightly, &lock.AcquireOptions{NoWait: true})
+			if errors.Is(err, lock.ErrNotAcquired) {
+				skipped.Done() // another replica runs it
+				return
+			}
+			fmt.Println(out, err)
+		})
+	}
+	replicas.Wait()
+	// Output: report written with fence 1 <nil>
+}
+
 func ExampleLocker_AcquireMany() {
 	ctx := context.Background()
-	locker := lock.New(memorybackend.New(nil), nil)
+	b, _ := memorybackend.New(nil)
+	locker, _ := lock.New(b, nil)
 	defer locker.Close()
 
 	n := 0
@@ -68,9 +107,9 @@ func ExampleLocker_AcquireMany() {
 
 func ExampleLocker_TryAcquire() {
 	ctx := context.Background()
-	store := memorybackend.NewStore(nil)
-	a := lock.New(store.NewBackend(), nil) // two "processes" on one store
-	b := lock.New(store.NewBackend(), nil)
+	store, _ := memorybackend.NewStore(nil)
+	a, _ := lock.New(store.NewBackend(), nil) // two "processes" on one store
+	b, _ := lock.New(store.NewBackend(), nil)
 	defer a.Close()
 	defer b.Close()
 
@@ -91,8 +130,11 @@ func Example_redis() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	locker := lock.New(b, nil) // nil options: QueueTimeout 30 min, BatchTick 50 ms, WaiterTimeout 15 s, slog.Default()
-	defer locker.Close()       // closes b (not client), before client.Close runs
+	locker, err := lock.New(b, nil) // nil options: QueueTimeout 30 min, BatchTick 50 ms, WaiterTimeout 15 s, slog.Default()
+	if err != nil {
+		log.Fatal(err) // bad options: an *lock.ArgumentError naming the field
+	}
+	defer locker.Close() // closes b (not client), before client.Close runs
 
 	res, err := locker.Acquire(ctx, "order-42", 10*time.Second)
 	switch {
@@ -127,7 +169,8 @@ func (db *invoices) Exec(_ context.Context, _ string, total int, fence uint64) (
 // away the late write of a holder whose lease ended.
 func Example_fencing() {
 	ctx := context.Background()
-	locker := lock.New(memorybackend.New(nil), nil)
+	b, _ := memorybackend.New(nil) // nil options never fail
+	locker, _ := lock.New(b, nil)
 	defer locker.Close()
 	db := &invoices{}
 	const q = "UPDATE invoices SET total = $1, fence = $2 WHERE id = 42 AND fence <= $2"

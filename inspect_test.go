@@ -14,7 +14,7 @@ import (
 
 func TestLockerInspect(t *testing.T) {
 	ctx := context.Background()
-	l := lock.New(memorybackend.New(nil), &lock.Options{Logger: quietLogger()})
+	l := mustLocker(must(memorybackend.New(nil)), &lock.Options{Logger: quietLogger()})
 	res, err := l.Acquire(ctx, "i", time.Minute)
 	if err != nil || !res.Acquired {
 		t.Fatal(res, err)
@@ -46,7 +46,7 @@ func TestLockerInspect(t *testing.T) {
 	}
 
 	// A backend that is not an Inspector.
-	u := lock.New(batchless{memorybackend.New(nil)}, &lock.Options{Logger: quietLogger()})
+	u := mustLocker(batchless{must(memorybackend.New(nil))}, &lock.Options{Logger: quietLogger()})
 	defer u.Close()
 	_, err = u.Inspect(ctx, "i")
 	if !errors.Is(err, lock.ErrUnsupported) || !errors.Is(err, errors.ErrUnsupported) || errors.Is(err, lock.ErrBackend) {

@@ -21,9 +21,16 @@ type Lease struct {
 
 	mu         sync.Mutex
 	validUntil time.Time
+	ttl        time.Duration // of the grant or the last Extend: what keep-alive extends by
 	state      leaseState
+	lostAt     time.Time     // when the loss was signalled (at validUntil, or ErrNotHeld); zero if not
 	lost       chan struct{} // made on the first call of Lost
 	timer      *time.Timer   // closes lost at validUntil
+
+	// Keep-alive, guarded by Locker.mu: every is the period (0 = not kept
+	// alive), due the time of the next extend.
+	every time.Duration
+	due   time.Time
 }
 
 type leaseState uint8
@@ -39,7 +46,7 @@ func (l *Locker) newLease(id, token string, sent time.Time, ttl time.Duration, g
 	if g.TTL > 0 && g.TTL < valid {
 		valid = g.TTL
 	}
-	return &Lease{l: l, id: id, token: token, fence: g.Fence, validUntil: sent.Add(valid), since: sent}
+	return &Lease{l: l, id: id, token: token, fence: g.Fence, validUntil: sent.Add(valid), ttl: ttl, since: sent}
 }
 
 // ID returns the lock id.
@@ -63,34 +70,87 @@ func (le *Lease) ValidUntil() time.Time {
 	return le.validUntil
 }
 
-// Lost returns a channel that is closed when the lease is known or presumed
-// to have ended: at ValidUntil unless extended before, when Extend or
-// Release finds it not held, or when Release succeeds. Once closed it stays
-// closed. The first call arms one runtime timer; none is used before.
+// Lost returns a channel that is closed when the lease has ended or is
+// presumed lost: at ValidUntil unless extended before, when Extend,
+// Release or keep-alive finds it not held, and also when Release succeeds
+// (the lease ended on purpose). Once closed it stays closed, even if a late
+// extend succeeds.
+//
+// The channel is closed by the Locker's own timer at ValidUntil, whatever
+// the backend's client does with deadlines: an Extend stuck on a stalled
+// server does not delay it. The first call arms one runtime timer; none is
+// used before.
 func (le *Lease) Lost() <-chan struct{} {
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	if le.lost == nil {
 		le.lost = make(chan struct{})
 		d := time.Until(le.validUntil)
-		if le.state != held || d <= 0 {
+		switch {
+		case le.state != held || !le.lostAt.IsZero():
 			close(le.lost)
-		} else {
+		case d <= 0:
+			le.markLostLocked()
+		default:
 			le.timer = time.AfterFunc(d, le.expire)
 		}
 	}
 	return le.lost
 }
 
-// expire runs at validUntil; it closes lost unless an extend moved it.
+// expire runs at validUntil; it signals the loss unless an extend moved it.
 func (le *Lease) expire() {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	if d := time.Until(le.validUntil); d > 0 && le.state == held {
+	if d := time.Until(le.validUntil); d > 0 && le.state == held && le.lostAt.IsZero() {
 		le.timer.Reset(d)
 		return
 	}
+	le.markLostLocked()
+}
+
+// presumeLost signals the loss if ValidUntil has passed (keep-alive calls
+// it when it finds an expired lease, in case nobody armed the timer). It
+// reports whether the lease is lost.
+func (le *Lease) presumeLost(now time.Time) bool {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if le.state == held && le.lostAt.IsZero() && now.Before(le.validUntil) {
+		return false
+	}
+	le.markLostLocked()
+	return true
+}
+
+// markLostLocked records when a held lease was found or presumed lost and
+// closes lost; le.mu must be held.
+func (le *Lease) markLostLocked() {
+	if le.state == held && le.lostAt.IsZero() {
+		le.lostAt = time.Now()
+	}
 	le.closeLost()
+}
+
+// lostBy reports whether the lease was found or presumed lost at or before
+// t: its loss was signalled by then, or t is not before ValidUntil.
+func (le *Lease) lostBy(t time.Time) bool {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if !le.lostAt.IsZero() {
+		return !le.lostAt.After(t)
+	}
+	return le.state != released && !t.Before(le.validUntil)
+}
+
+// extended records a successful extend sent at sent; a lease already
+// presumed lost stays lost.
+func (le *Lease) extended(sent time.Time, ttl time.Duration) {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if le.state == held && le.lostAt.IsZero() {
+		le.validUntil = sent.Add(ttl)
+		le.ttl = ttl
+	}
 }
 
 // closeLost closes lost if it was made; le.mu must be held.
@@ -113,12 +173,20 @@ func (le *Lease) current() leaseState {
 	return le.state
 }
 
+// end records that the lease ended: released, or found not held. Only a
+// held lease changes state. It also stops its keep-alive.
 func (le *Lease) end(s leaseState) {
 	le.l.observeEnd(le, s) // observer.go
 	le.mu.Lock()
-	defer le.mu.Unlock()
-	le.state = s
+	if le.state == held {
+		if s == notHeld && le.lostAt.IsZero() {
+			le.lostAt = time.Now()
+		}
+		le.state = s
+	}
 	le.closeLost()
+	le.mu.Unlock()
+	le.l.unkeep(le)
 }
 
 // Release releases the lock and wakes the head of its queue. It is
@@ -126,6 +194,8 @@ func (le *Lease) end(s leaseState) {
 // and after ErrNotHeld it returns ErrNotHeld again. A lease that expired,
 // or that another owner holds now, returns ErrNotHeld and nothing changes.
 // A backend failure leaves the lease as it was; Release can be retried.
+// Once the lease has ended (released or not held), Lost is closed and
+// keep-alive stops.
 func (le *Lease) Release(ctx context.Context) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
@@ -152,8 +222,9 @@ func (le *Lease) Release(ctx context.Context) error {
 // Extend sets the lease's time to live to ttl from now, if it is still
 // held; the fence stays. It never re-creates an expired lock: then it
 // returns ErrNotHeld, and Lost is closed. On success ValidUntil moves to the
-// moment Extend was sent plus ttl. A backend failure leaves ValidUntil as it
-// was.
+// moment Extend was sent plus ttl (unless Lost was already closed: a lease
+// presumed lost stays so), and a kept-alive lease is extended by ttl from
+// then on. A backend failure leaves ValidUntil as it was.
 func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
@@ -173,9 +244,8 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	le.l.observeExtend(le, err) // observer.go
 	switch {
 	case err == nil:
-		le.mu.Lock()
-		le.validUntil = sent.Add(ttl)
-		le.mu.Unlock()
+		le.extended(sent, ttl)
+		le.l.rekeep(le, sent)
 	case errors.Is(err, backend.ErrNotHeld):
 		le.end(notHeld)
 	}

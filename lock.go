@@ -6,8 +6,16 @@
 // takes a lease on an id; if the id is held, the caller joins a FIFO queue
 // and is woken when the lock is released, until the queue timeout (default
 // 30 minutes) or its context ends. [Locker.AcquireMany] streams the leases
-// of many ids as they are granted; [Do] runs a function under a lock, keeps
-// the lease alive while it runs, and always releases.
+// of many ids as they are granted; [Do] runs a function under a lock (or
+// skips it at once if the lock is held, with NoWait: a job that must run
+// once across replicas), keeps the lease alive while it runs, and always
+// releases. Any lease can be kept alive by the Locker
+// ([AcquireOptions.KeepAlive], [Options.KeepAlive]): all its kept-alive
+// leases are extended in one batched backend step per tick.
+//
+// The Locker and memorybackend work inside a testing/synctest bubble, so
+// that tests of code using them move time with time.Sleep instead of
+// waiting.
 //
 // # Guarantees
 //
@@ -24,7 +32,8 @@
 //   - S4 owner-only: Release and Extend compare the owner token; Extend never
 //     re-creates an expired lock. Otherwise they return [ErrNotHeld] and change nothing.
 //   - S5 lost leases are signalled: [Lease.Lost] is closed, and Do's context
-//     cancelled, no later than ValidUntil.
+//     cancelled, no later than ValidUntil, by the Locker's own timer: a
+//     backend client that ignores deadlines does not delay it.
 //   - S6 retry-safe: a retried acquire with the same token is a no-op; a step
 //     whose outcome is unknown (error, cancellation) is cleaned up by token.
 //   - S7 AcquireMany never leaves a lease held that the caller was not shown.
@@ -46,9 +55,10 @@
 //     cancellation is released.
 //
 // Hygiene: no goroutine outlives [Locker.Close] (a Locker runs one heartbeat
-// goroutine only while it has waiters); every key a backend keeps expires,
-// so nothing is left of an id that stays idle for the backend's stated
-// bound; each step's work is bounded.
+// goroutine only while it has waiters, and one keep-alive goroutine only
+// while it has kept-alive leases); every key a backend keeps expires, so
+// nothing is left of an id that stays idle for the backend's stated bound;
+// each step's work is bounded.
 //
 // # Where the guarantees end
 //
@@ -65,6 +75,7 @@ package lock
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -79,12 +90,20 @@ const (
 	DefaultWaiterTimeout = 15 * time.Second
 )
 
+// MinWaiterTimeout is the shortest WaiterTimeout New accepts, or 10 times
+// the backend's resolution if that is longer. Below it a waiter's
+// heartbeats (every WaiterTimeout/3) cannot keep its entry alive through
+// ordinary scheduling and network delays: it would be purged and re-queued
+// at the tail again and again.
+const MinWaiterTimeout = 100 * time.Millisecond
+
 // cleanupTimeout bounds the Leave or Release sent after a step whose
 // outcome is unknown (the caller's ctx may already be over).
 const cleanupTimeout = 5 * time.Second
 
 // Options configures a Locker. A nil *Options, and every zero field, means
-// the default.
+// the default. New refuses a negative duration, and a WaiterTimeout below
+// MinWaiterTimeout, with an *ArgumentError naming the field.
 type Options struct {
 	// QueueTimeout is how long Acquire, AcquireMany and Do wait in the queue
 	// before giving up with Acquired == false. Default 30 minutes.
@@ -105,6 +124,10 @@ type Options struct {
 	// releases, lost leases, extends, backend steps, waiters) for metrics
 	// and traces; see Observer. Default nil: none, at no cost.
 	Observer Observer
+	// KeepAlive makes the Locker keep every lease it grants alive (as
+	// AcquireOptions.KeepAlive does for one call), AcquireMany's included.
+	// Default false: a lease lives for its ttl unless extended.
+	KeepAlive bool
 }
 
 // Locker takes locks on one backend. It is safe for concurrent use. Create
@@ -116,6 +139,7 @@ type Locker struct {
 	waiterTTL    time.Duration
 	heartbeat    time.Duration
 	resolution   time.Duration
+	keepAll      bool // Options.KeepAlive
 	log          *slog.Logger
 	done         chan struct{}   // closed by Close
 	bgCtx        context.Context // cancelled by Close: background steps
@@ -126,44 +150,46 @@ type Locker struct {
 	closed    bool
 	ids       map[string]*idWaiters
 	hbRunning bool
-	bg        sync.WaitGroup // the heartbeat goroutine
+	kept      map[*Lease]struct{} // kept-alive leases
+	kaRunning bool
+	kaNext    time.Time      // when the keep-alive loop wakes next
+	kaKick    chan struct{}  // a lease due before kaNext was added to kept
+	bg        sync.WaitGroup // the heartbeat and keep-alive goroutines, subscribes in flight
 	calls     sync.WaitGroup // calls in flight, waited for by Close
 	idle      sync.WaitGroup // linger timers of idle subscriptions
 	closeErr  error
 	closeOnce sync.Once
 }
 
-// New returns a Locker over b. It panics if b is nil, as the standard
-// library does for a nil handler; opts may be nil.
-func New(b backend.Backend, opts *Options) *Locker {
+// New returns a Locker over b; opts may be nil. It checks its input before
+// anything else: a nil b, a negative duration or a WaiterTimeout below
+// MinWaiterTimeout is an *ArgumentError (matching ErrInvalidArgument) that
+// names the field, and no Locker is made.
+func New(b backend.Backend, opts *Options) (*Locker, error) {
 	if b == nil {
-		panic("lock: New: nil backend")
+		return nil, argErr("b", "nil backend")
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	if o.QueueTimeout <= 0 {
+	res := backend.ResolutionOf(b)
+	if err := o.check(res); err != nil {
+		return nil, err
+	}
+	if o.QueueTimeout == 0 {
 		o.QueueTimeout = DefaultQueueTimeout
 	}
-	if o.BatchTick <= 0 {
+	if o.BatchTick == 0 {
 		o.BatchTick = DefaultBatchTick
 	}
-	if o.WaiterTimeout <= 0 {
+	if o.WaiterTimeout == 0 {
 		o.WaiterTimeout = DefaultWaiterTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	res := backend.ResolutionOf(b)
 	wt := o.WaiterTimeout.Truncate(res)
-	if wt < res {
-		wt = res
-	}
-	hb := wt / 3
-	if hb <= 0 {
-		hb = wt
-	}
 	obs, b := newObserver(o.Observer, b) // observer.go: b reports its steps
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &Locker{
@@ -174,20 +200,46 @@ func New(b backend.Backend, opts *Options) *Locker {
 		queueTimeout: o.QueueTimeout,
 		tick:         o.BatchTick,
 		waiterTTL:    wt,
-		heartbeat:    hb,
+		heartbeat:    wt / 3,
 		resolution:   res,
+		keepAll:      o.KeepAlive,
 		log:          o.Logger,
 		done:         make(chan struct{}),
 		ids:          make(map[string]*idWaiters),
+		kept:         make(map[*Lease]struct{}),
+		kaKick:       make(chan struct{}, 1),
+	}, nil
+}
+
+// minWaiterTimeout is the shortest WaiterTimeout for a backend of
+// resolution res.
+func minWaiterTimeout(res time.Duration) time.Duration {
+	return max(MinWaiterTimeout, 10*res)
+}
+
+// check validates o for a backend of resolution res.
+func (o *Options) check(res time.Duration) error {
+	for _, f := range [...]struct {
+		name string
+		d    time.Duration
+	}{{"QueueTimeout", o.QueueTimeout}, {"BatchTick", o.BatchTick}, {"WaiterTimeout", o.WaiterTimeout}} {
+		if f.d < 0 {
+			return argErr("opts."+f.name, fmt.Sprintf("must not be negative, got %v", f.d))
+		}
 	}
+	if m := minWaiterTimeout(res); o.WaiterTimeout != 0 && o.WaiterTimeout < m {
+		return argErr("opts.WaiterTimeout", fmt.Sprintf("%v is below the minimum %v (MinWaiterTimeout, or 10x the backend's resolution)", o.WaiterTimeout, m))
+	}
+	return nil
 }
 
 // Close cancels the Locker's waiting calls (they leave their queues and
-// return ErrClosed), stops its heartbeat goroutine, waits for both, and
-// closes the backend. Running Do calls have their fn's context cancelled
-// (cause ErrClosed) and are waited for, so they still release. Leases
-// already granted are not released: release them before Close, or they
-// expire at their TTL. Later calls return ErrClosed; Close itself is
+// return ErrClosed), stops its heartbeat and keep-alive goroutines, waits
+// for them, and closes the backend. Running Do calls have their fn's
+// context cancelled (cause ErrClosed) and are waited for, so they still
+// release. Leases already granted are not released and no longer kept
+// alive: release them before Close, or they expire at their ValidUntil
+// (Lost then fires as usual). Later calls return ErrClosed; Close itself is
 // idempotent and returns the backend's Close error once.
 //
 // Close waits for the calls in flight, so it must not be called from inside

@@ -65,7 +65,11 @@ func quietLocker(b backend.Backend, o *Options) *Locker {
 		o = &Options{}
 	}
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	return New(b, o)
+	l, err := New(b, o)
+	if err != nil {
+		panic(err)
+	}
+	return l
 }
 
 // A client error is wrapped once: it matches ErrBackend and the client's

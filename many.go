@@ -33,10 +33,12 @@ type Snapshot struct {
 //
 // Breaking out of the loop, or an error, leaves every queue and releases
 // every lease the caller was not shown (S7); leases already yielded stay
-// the caller's. AcquireMany holds nothing back on its own, so two
-// overlapping calls never deadlock as long as the callers release what they
-// are shown (L5); a caller that keeps its leases while it waits for others
-// can deadlock with another doing the same, until the queue timeout.
+// the caller's. With the Locker's Options.KeepAlive, every lease is kept
+// alive from its grant until the caller releases it, so a long sequence
+// can be processed slowly. AcquireMany holds nothing back on its own, so
+// two overlapping calls never deadlock as long as the callers release what
+// they are shown (L5); a caller that keeps its leases while it waits for
+// others can deadlock with another doing the same, until the queue timeout.
 //
 // ids must be non-empty, with no empty, over-long or duplicate id: a
 // duplicate is an *ArgumentError naming both positions, because one caller
@@ -61,7 +63,8 @@ func (l *Locker) AcquireMany(ctx context.Context, ids []string, ttl time.Duratio
 			return
 		}
 		defer l.end()
-		m := &many{l: l, ttl: ttl, start: time.Now()}
+		every, _ := (&AcquireOptions{}).check(ttl, l.keepAll) // ttl is valid, so is ExtendEvery 0
+		m := &many{l: l, ttl: ttl, every: every, start: time.Now()}
 		m.run(ctx, ids, yield)
 	}
 }
@@ -96,6 +99,7 @@ type manyItem struct {
 type many struct {
 	l     *Locker
 	ttl   time.Duration
+	every time.Duration // keep-alive period of the leases; 0 = not kept alive
 	start time.Time
 
 	mu      sync.Mutex
@@ -241,7 +245,11 @@ func (m *many) step(ctx context.Context, items []*manyItem, wait bool) error {
 			if wait {
 				l.unregister(it.w)
 			}
-			m.granted = append(m.granted, l.newLease(it.w.id, it.w.token, sent, m.ttl, r.Grant))
+			le := l.newLease(it.w.id, it.w.token, sent, m.ttl, r.Grant)
+			if m.every > 0 {
+				l.keepAlive(le, m.every)
+			}
+			m.granted = append(m.granted, le)
 			continue
 		}
 		if wait {
@@ -263,6 +271,7 @@ func (m *many) abandon(ctx context.Context) {
 	var ws []backend.Waiter
 	for _, le := range m.granted {
 		ws = append(ws, backend.Waiter{ID: le.id, Token: le.token})
+		le.end(released) // by the Leave below, or at its TTL; never shown
 	}
 	m.granted = nil
 	for _, it := range m.pendingItems(nil, false) {

@@ -9,9 +9,9 @@ import (
 
 // observedBackend wraps a Locker's backend when it has an Observer: every
 // step is reported as an EventStep. It keeps the optional capabilities the
-// core uses (Batcher, through the inner one or the fallbacks; Resolver;
-// Inspector, or ErrUnsupported), so the core treats it like the backend it
-// wraps. A new optional capability that the core looks for must be
+// core uses (Batcher and ExtendBatcher, through the inner one or the
+// fallbacks; Resolver; Inspector, or ErrUnsupported), so the core treats it
+// like the backend it wraps. A new optional capability that the core looks for must be
 // forwarded here too.
 type observedBackend struct {
 	b   backend.Backend
@@ -19,10 +19,11 @@ type observedBackend struct {
 }
 
 var (
-	_ backend.Backend   = (*observedBackend)(nil)
-	_ backend.Batcher   = (*observedBackend)(nil)
-	_ backend.Resolver  = (*observedBackend)(nil)
-	_ backend.Inspector = (*observedBackend)(nil)
+	_ backend.Backend       = (*observedBackend)(nil)
+	_ backend.Batcher       = (*observedBackend)(nil)
+	_ backend.ExtendBatcher = (*observedBackend)(nil)
+	_ backend.Resolver      = (*observedBackend)(nil)
+	_ backend.Inspector     = (*observedBackend)(nil)
 )
 
 // step reports one step that began at start.
@@ -110,4 +111,16 @@ func (o *observedBackend) Inspect(ctx context.Context, id string, maxWaiters int
 	in, err := backend.Inspect(ctx, o.b, id, maxWaiters)
 	o.step("inspect", id, start, err)
 	return in, err
+}
+
+// ExtendBatch runs the inner ExtendBatcher, or the core's fallback (one
+// Extend per request, each reported as a step of its own).
+func (o *observedBackend) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) ([]error, error) {
+	if _, ok := o.b.(backend.ExtendBatcher); !ok {
+		return backend.ExtendBatch(ctx, struct{ backend.Lock }{o}, reqs) // hides o's own ExtendBatcher
+	}
+	start := time.Now()
+	r, err := backend.ExtendBatch(ctx, o.b, reqs)
+	o.step("extend_batch", "", start, err)
+	return r, err
 }

@@ -9,8 +9,14 @@ import (
 // TestNoObserverNoWrapper checks that a Locker without an Observer uses
 // its backend as given: no wrapper, no event, no clock read per step.
 func TestNoObserverNoWrapper(t *testing.T) {
-	b := memorybackend.New(nil)
-	l := New(b, nil)
+	b, err := memorybackend.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer l.Close()
 	if l.obs != nil || l.b != b {
 		t.Fatalf("without an Observer: obs=%v, backend %T; want nil and the backend itself", l.obs, l.b)
@@ -18,7 +24,14 @@ func TestNoObserverNoWrapper(t *testing.T) {
 	if !l.obsNow().IsZero() {
 		t.Fatal("obsNow read the clock without an Observer")
 	}
-	o := New(memorybackend.New(nil), &Options{Observer: ObserverFunc(func(Event) {})})
+	b2, err := memorybackend.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := New(b2, &Options{Observer: ObserverFunc(func(Event) {})})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer o.Close()
 	if _, ok := o.b.(*observedBackend); !ok || o.obs == nil {
 		t.Fatalf("with an Observer: backend %T, want *observedBackend", o.b)

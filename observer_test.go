@@ -81,16 +81,16 @@ func newObserved(t *testing.T, b backend.Backend, o lock.Options) (*lock.Locker,
 	if o.WaiterTimeout == 0 {
 		o.WaiterTimeout = 900 * time.Millisecond
 	}
-	l := lock.New(b, &o)
+	l := mustLocker(b, &o)
 	t.Cleanup(func() { _ = l.Close() })
 	return l, rec
 }
 
 func TestObserverAcquireOutcomes(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	store := memorybackend.NewStore(nil)
+	store := must(memorybackend.NewStore(nil))
 	l, rec := newObserved(t, store.NewBackend(), lock.Options{})
-	other := lock.New(store.NewBackend(), &lock.Options{Logger: quietLogger()})
+	other := mustLocker(store.NewBackend(), &lock.Options{Logger: quietLogger()})
 	defer other.Close()
 	ctx := context.Background()
 
@@ -219,7 +219,7 @@ func TestObserverErrorsExtendsAndLostLeases(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	// The store's clock stands still: a lease ends at the store only by
 	// ExpireNow, so Do's lease below is presumed lost by the Locker alone.
-	store := memorybackend.NewStore(&memorybackend.Options{Clock: memorybackend.NewManualClock(time.Now())})
+	store := must(memorybackend.NewStore(&memorybackend.Options{Clock: memorybackend.NewManualClock(time.Now())}))
 	fb := &failing{Backend: store.NewBackend()}
 	l, rec := newObserved(t, fb, lock.Options{})
 	ctx := context.Background()
@@ -268,10 +268,10 @@ func TestObserverErrorsExtendsAndLostLeases(t *testing.T) {
 
 	// Do presumes a lease lost when no extend succeeds before ValidUntil.
 	fb.set(nil, errDown)
-	_, err = lock.Do(ctx, l, "d", 150*time.Millisecond, func(ctx context.Context) (int, error) {
+	_, err = lock.Do(ctx, l, "d", 150*time.Millisecond, func(ctx context.Context, _ *lock.Lease) (int, error) {
 		<-ctx.Done()
 		return 0, nil
-	})
+	}, nil)
 	if !errors.Is(err, lock.ErrLeaseLost) {
 		t.Fatal(err)
 	}
@@ -298,8 +298,8 @@ func TestObserverBatchesAndInspect(t *testing.T) {
 		step    string
 		inspect bool
 	}{
-		{"batcher", memorybackend.New(nil), "acquire_batch", true},
-		{"fallback", batchless{memorybackend.New(nil)}, "acquire", false},
+		{"batcher", must(memorybackend.New(nil)), "acquire_batch", true},
+		{"fallback", batchless{must(memorybackend.New(nil))}, "acquire", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, rec := newObserved(t, tc.b, lock.Options{BatchTick: time.Millisecond})
@@ -354,7 +354,7 @@ func TestObserverFuncAndNames(t *testing.T) {
 // step wrapper.
 func BenchmarkLockerAcquireReleaseObserved(b *testing.B) {
 	ctx := context.Background()
-	l := lock.New(memorybackend.New(nil), &lock.Options{Observer: lock.ObserverFunc(func(lock.Event) {})})
+	l := mustLocker(must(memorybackend.New(nil)), &lock.Options{Observer: lock.ObserverFunc(func(lock.Event) {})})
 	defer l.Close()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

@@ -11,9 +11,10 @@ import (
 // AcquireMany call. The Locker routes wake-ups to it and heartbeats it.
 type waiter struct {
 	id, token string
-	ticket    uint64    // from the last step; 0 = unknown. Guarded by Locker.mu.
-	refreshed time.Time // send time of the last step or heartbeat that found it queued; guarded by Locker.mu
-	wake      func()    // must not block
+	ticket    uint64     // from the last step; 0 = unknown. Guarded by Locker.mu.
+	refreshed time.Time  // send time of the last step or heartbeat that found it queued; guarded by Locker.mu
+	wake      func()     // must not block
+	st        *idWaiters // the state w is registered in; nil when not. Guarded by Locker.mu.
 }
 
 // idWaiters is the Locker's state for one id with local waiters: one
@@ -26,7 +27,7 @@ type waiter struct {
 type idWaiters struct {
 	waiters map[*waiter]struct{}
 	ready   chan struct{} // closed once the subscription is settled
-	cancel  func()        // set before ready is closed, if subscribed
+	cancel  func()        // set before ready is closed, if subscribed; guarded by Locker.mu
 	err     error         // set before ready is closed, if Subscribe failed
 	idle    *time.Timer   // drops the lingering subscription; guarded by Locker.mu
 }
@@ -43,64 +44,102 @@ func (l *Locker) subscribed(id string) bool {
 
 // register adds w to the registry and returns once wake-ups for w.id can be
 // delivered (the subscription exists). On error w is not registered.
+//
+// The id's subscription is shared by all its local waiters, so it is made
+// by a goroutine of the Locker under the Locker's own context, bounded by
+// WaiterTimeout, never under a caller's: a caller that gives up leaves the
+// others' wait intact. A waiter whose subscription was started for another
+// waiter and failed tries again with one of its own.
 func (l *Locker) register(ctx context.Context, w *waiter) error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return ErrClosed
-	}
-	st, ok := l.ids[w.id]
-	first := !ok
-	if first {
-		st = &idWaiters{waiters: make(map[*waiter]struct{}, 1), ready: make(chan struct{})}
-		l.ids[w.id] = st
-	}
-	l.stopIdle(st) // if it already fired, dropIdle sees this waiter and keeps st
-	st.waiters[w] = struct{}{}
-	l.observeWaiters(w.id, 1) // observer.go
-	if !l.hbRunning {
-		l.hbRunning = true
-		l.bg.Add(1)
-		go l.heartbeatLoop()
-	}
-	l.mu.Unlock()
-
-	if first {
-		cancel, err := l.b.Subscribe(ctx, w.id, l.onWake)
-		st.cancel, st.err = cancel, err
-		close(st.ready)
-	} else {
+	for attempt := 0; ; attempt++ {
+		st, own, err := l.join(w)
+		if err != nil {
+			return err
+		}
 		select {
 		case <-st.ready:
 		case <-ctx.Done():
 			l.unregister(w)
 			return wrap("subscribe", w.id, ctx.Err())
 		}
-	}
-	if st.err != nil {
+		if st.err == nil {
+			return nil
+		}
 		l.unregister(w)
-		return wrap("subscribe", w.id, st.err)
+		switch {
+		case l.bgCtx.Err() != nil:
+			return wrap("subscribe", w.id, ErrClosed)
+		case own || attempt >= 2 || ctx.Err() != nil:
+			return wrap("subscribe", w.id, st.err)
+		}
 	}
-	return nil
+}
+
+// join adds w to its id's state, creating it and starting its subscription
+// when w is the first; own reports that case.
+func (l *Locker) join(w *waiter) (st *idWaiters, own bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, false, ErrClosed
+	}
+	st, ok := l.ids[w.id]
+	if !ok {
+		st = &idWaiters{waiters: make(map[*waiter]struct{}, 1), ready: make(chan struct{})}
+		l.ids[w.id] = st
+		l.bg.Add(1)
+		go l.subscribe(w.id, st)
+	}
+	l.stopIdle(st) // if it already fired, dropIdle sees this waiter and keeps st
+	st.waiters[w] = struct{}{}
+	l.observeWaiters(w.id, 1) // observer.go
+	w.st = st
+	if !l.hbRunning {
+		l.hbRunning = true
+		l.bg.Add(1)
+		go l.heartbeatLoop()
+	}
+	return st, !ok, nil
+}
+
+// subscribe makes st's subscription under the Locker's context. If st was
+// dropped meanwhile (its waiters left), it cancels the subscription; if the
+// subscription failed, st is dropped so that the next waiter starts anew.
+func (l *Locker) subscribe(id string, st *idWaiters) {
+	defer l.bg.Done()
+	ctx, cancel := context.WithTimeout(l.bgCtx, l.waiterTTL)
+	c, err := l.b.Subscribe(ctx, id, l.onWake)
+	cancel()
+	if err == nil && c == nil {
+		c = func() {}
+	}
+	l.mu.Lock()
+	st.cancel, st.err = c, err
+	close(st.ready)
+	orphan := l.ids[id] != st
+	if err != nil && !orphan {
+		delete(l.ids, id)
+	}
+	l.mu.Unlock()
+	if orphan && c != nil {
+		c()
+	}
 }
 
 // unregister removes w. When it was the id's last waiter, the subscription
-// lingers for one heartbeat interval (or goes at once if it failed or the
-// Locker is closing).
+// lingers for one heartbeat interval (or goes at once if it failed, is not
+// made yet, or the Locker is closing).
 func (l *Locker) unregister(w *waiter) {
 	l.mu.Lock()
-	st := l.ids[w.id]
+	st := w.st
 	if st == nil {
-		l.mu.Unlock()
-		return
-	}
-	if _, ok := st.waiters[w]; !ok {
 		l.mu.Unlock()
 		return
 	}
 	delete(st.waiters, w)
 	l.observeWaiters(w.id, -1) // observer.go
-	if len(st.waiters) > 0 {
+	w.st = nil
+	if len(st.waiters) > 0 || l.ids[w.id] != st {
 		l.mu.Unlock()
 		return
 	}
@@ -116,12 +155,13 @@ func (l *Locker) unregister(w *waiter) {
 			return
 		}
 	default:
-		// Only the first waiter, which settles the subscription, can be
-		// here before ready: its Subscribe failed or was given up.
+		// The subscription is still being made; subscribe cancels it
+		// once it sees st dropped.
 	}
 	delete(l.ids, w.id)
+	c := l.cancelOf(st)
 	l.mu.Unlock()
-	l.unsubscribe(st)
+	c()
 }
 
 // dropIdle ends a lingering subscription unless a waiter came back.
@@ -132,23 +172,24 @@ func (l *Locker) dropIdle(id string, st *idWaiters) {
 		return
 	}
 	delete(l.ids, id)
+	c := l.cancelOf(st)
 	l.mu.Unlock()
-	l.unsubscribe(st)
+	c()
 }
 
 // dropAllIdle ends every lingering subscription; Close calls it once no
 // call is in flight.
 func (l *Locker) dropAllIdle() {
 	l.mu.Lock()
-	var sts []*idWaiters
+	var cs []func()
 	for id, st := range l.ids {
 		l.stopIdle(st)
-		sts = append(sts, st)
+		cs = append(cs, l.cancelOf(st))
 		delete(l.ids, id)
 	}
 	l.mu.Unlock()
-	for _, st := range sts {
-		l.unsubscribe(st)
+	for _, c := range cs {
+		c()
 	}
 	l.idle.Wait() // a timer that fired before it could be stopped
 }
@@ -164,11 +205,18 @@ func (l *Locker) stopIdle(st *idWaiters) {
 	}
 }
 
-func (l *Locker) unsubscribe(st *idWaiters) {
-	<-st.ready // the first waiter settles the subscription before it can leave
-	if st.cancel != nil {
-		st.cancel()
+// cancelOf returns the function that ends st's subscription, once st is
+// dropped from l.ids; l.mu must be held. A subscription still being made
+// is cancelled by subscribe itself, so then it returns a no-op.
+func (l *Locker) cancelOf(st *idWaiters) func() {
+	select {
+	case <-st.ready:
+		if st.cancel != nil {
+			return st.cancel
+		}
+	default:
 	}
+	return func() {}
 }
 
 // setTicket records w's queue ticket, used to pick the earliest local

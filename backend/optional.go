@@ -3,6 +3,8 @@ package backend
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -75,4 +77,57 @@ func ResolutionOf(b any) time.Duration {
 		}
 	}
 	return time.Millisecond
+}
+
+// ExtendBatcher is an optional capability: many Extend steps in one round
+// trip, which the Locker uses to keep its kept-alive leases alive. The
+// result has one error per request, in order: nil when extended,
+// ErrNotHeld when the token does not hold the lock (nothing changed), or
+// the failure of that step. A failure of the whole call goes in the
+// returned error (the per-request results are then nil). Each step keeps
+// Extend's contract; the batch need not be atomic.
+type ExtendBatcher interface {
+	ExtendBatch(ctx context.Context, reqs []ExtendRequest) ([]error, error)
+}
+
+// ExtendRequest is one step of an ExtendBatch.
+type ExtendRequest struct {
+	ID    string
+	Token string
+	// TTL is the new time to live, relative to the store's clock.
+	TTL time.Duration
+}
+
+// extendFallbackWorkers is how many Extend calls the ExtendBatch fallback
+// runs at once: a pooled or pipelining client then serves a large batch in
+// a few round trips' time instead of one per lease.
+const extendFallbackWorkers = 16
+
+// ExtendBatch runs reqs through b's ExtendBatcher when it has one.
+// Otherwise it runs one Extend per request, up to 16 at a time, in the
+// order of reqs; a request not started when ctx ends gets ctx's error. Its
+// returned error is always nil then: every failure is per request.
+func ExtendBatch(ctx context.Context, b Lock, reqs []ExtendRequest) ([]error, error) {
+	if bb, ok := b.(ExtendBatcher); ok {
+		return bb.ExtendBatch(ctx, reqs)
+	}
+	out := make([]error, len(reqs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(extendFallbackWorkers, len(reqs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(reqs); i = int(next.Add(1) - 1) {
+				if err := ctx.Err(); err != nil {
+					out[i] = err
+					continue
+				}
+				r := reqs[i]
+				out[i] = b.Extend(ctx, r.ID, r.Token, r.TTL)
+			}
+		}()
+	}
+	wg.Wait()
+	return out, nil
 }

@@ -104,7 +104,12 @@ func newOursGoRedis(e *env) (proc, error) {
 		_ = c.Close()
 		return nil, err
 	}
-	return &oursProc{l: lock.New(b, nil), close: func() { _ = c.Close() }}, nil
+	l, err := lock.New(b, nil)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return &oursProc{l: l, close: func() { _ = c.Close() }}, nil
 }
 
 func newOursRueidis(pubsub bool) func(e *env) (proc, error) {
@@ -119,12 +124,21 @@ func newOursRueidis(pubsub bool) func(e *env) (proc, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &oursProc{l: lock.New(b, nil)}, nil // Close closes the client it built
+		l, err := lock.New(b, nil)
+		if err != nil {
+			_ = b.Close()
+			return nil, err
+		}
+		return &oursProc{l: l}, nil // Close closes the client it built
 	}
 }
 
 func newOursMemory(e *env) (proc, error) {
-	return &oursProc{l: lock.New(e.mem.NewBackend(), nil)}, nil
+	l, err := lock.New(e.mem.NewBackend(), nil)
+	if err != nil {
+		return nil, err
+	}
+	return &oursProc{l: l}, nil
 }
 
 // ---- go-redsync/redsync ----

@@ -73,7 +73,8 @@ type runner struct {
 }
 
 func (r *runner) newEnv() *env {
-	return &env{addr: r.addr, prefix: r.prefix, cmds: new(atomic.Int64), mem: memorybackend.NewStore(nil)}
+	mem, _ := memorybackend.NewStore(nil) // nil options never fail
+	return &env{addr: r.addr, prefix: r.prefix, cmds: new(atomic.Int64), mem: mem}
 }
 
 // snapshot is the state at one end of a measured window.

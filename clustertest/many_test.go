@@ -158,7 +158,10 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := lock.New(b, &lock.Options{BatchTick: time.Millisecond})
+		l, err := lock.New(b, &lock.Options{BatchTick: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer func() {
 			_ = l.Close()
 			client.Close()
@@ -170,7 +173,10 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 		cnt.mu.Unlock()
 		ks2, _ := keys.New(prefix(t))
 		b2, _ := redisbackend.New(client, &redisbackend.Options{Prefix: ks2.Prefix()})
-		l2 := lock.New(b2, &lock.Options{BatchTick: time.Millisecond})
+		l2, err := lock.New(b2, &lock.Options{BatchTick: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer l2.Close()
 		before := e.evalshaCalls()
 		var leases []*lock.Lease
@@ -207,7 +213,10 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := lock.New(b, &lock.Options{BatchTick: time.Millisecond})
+		l, err := lock.New(b, &lock.Options{BatchTick: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer l.Close()
 		acquireAll(t, l) // loads the scripts on every master
 		cnt.mu.Lock()
@@ -341,7 +350,10 @@ func BenchmarkAcquireMany(b *testing.B) {
 					}
 					be = rb
 				}
-				l := lock.New(be, &lock.Options{BatchTick: time.Millisecond})
+				l, err := lock.New(be, &lock.Options{BatchTick: time.Millisecond})
+				if err != nil {
+					b.Fatal(err)
+				}
 				defer l.Close()
 				ids := make([]string, n)
 				run := func(round int) []*lock.Lease {

@@ -163,7 +163,10 @@ func testSlotMigration(t *testing.T, c *rediscluster.Cluster, newBackend func(*t
 		wg.Wait()
 	}
 	for p := range procs {
-		l := lock.New(newBackend(t, c.Addrs(), ks.Prefix()), opts)
+		l, err := lock.New(newBackend(t, c.Addrs(), ks.Prefix()), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { _ = l.Close() })
 		for _, id := range ids {
 			wg.Add(1)
@@ -240,7 +243,10 @@ func testSlotMigration(t *testing.T, c *rediscluster.Cluster, newBackend func(*t
 	// The anchor, a fifth process, holds ids[0] while the slot opens, with
 	// the other processes queued behind it, and releases it once the first
 	// key has moved.
-	anchor := lock.New(newBackend(t, c.Addrs(), ks.Prefix()), opts)
+	anchor, err := lock.New(newBackend(t, c.Addrs(), ks.Prefix()), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = anchor.Close() })
 	hold0 := func() (release func(), released <-chan struct{}) {
 		t.Helper()

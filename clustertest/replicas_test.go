@@ -175,7 +175,10 @@ func TestWaitReplicas(t *testing.T) {
 			if v := nodeGet(t, r.Master.Addr, ks.For("c").Lock, false); v != "" {
 				t.Fatalf("an unconfirmed batch grant was left held: %q", v)
 			}
-			l := lock.New(a.single(t, r.Master.Addr, nil, ks.Prefix(), 1), nil)
+			l, err := lock.New(a.single(t, r.Master.Addr, nil, ks.Prefix(), 1), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			defer l.Close()
 			lres, err := l.TryAcquire(ctx, "d", time.Minute)
 			if !errors.Is(err, a.notReplicated) || !errors.Is(err, lock.ErrBackend) || lres.Acquired {
@@ -299,7 +302,10 @@ func TestSentinel(t *testing.T) {
 			r := rediscluster.StartReplicated(t, rediscluster.ReplicatedOptions{Replicas: 1, Sentinels: 3})
 			ks, _ := keys.New(prefix(t))
 			newLocker := func() *lock.Locker {
-				l := lock.New(a.single(t, "", r.SentinelAddrs(), ks.Prefix(), 1), &lock.Options{WaiterTimeout: 30 * time.Second})
+				l, err := lock.New(a.single(t, "", r.SentinelAddrs(), ks.Prefix(), 1), &lock.Options{WaiterTimeout: 30 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
 				t.Cleanup(func() { _ = l.Close() })
 				return l
 			}

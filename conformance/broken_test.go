@@ -122,9 +122,13 @@ func newBrokenHarness(kind string) *brokenHarness {
 	if kind == "no-waiter-cap" {
 		opts.MaxWaiters = 0 // the store's default, far above what Limits states
 	}
+	store, err := memorybackend.NewStore(opts)
+	if err != nil {
+		panic(err) // the options above are valid
+	}
 	return &brokenHarness{
 		kind:   kind,
-		store:  memorybackend.NewStore(opts),
+		store:  store,
 		fakes:  &fakeGrants{byKey: make(map[string]*fakeGrant)},
 		muted:  &muter{ids: make(map[string]int)},
 		fences: &idFences{byID: make(map[string]*idFence)},

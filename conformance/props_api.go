@@ -57,7 +57,7 @@ func badInput(e *env) {
 	var nilCtx context.Context
 	id := e.id()
 	ids := []string{e.id(), e.id()}
-	fn := func(context.Context) (int, error) { return 1, nil }
+	fn := func(context.Context, *lock.Lease) (int, error) { return 1, nil }
 	res := backend.ResolutionOf(s)
 
 	calls := []badCall{
@@ -76,11 +76,11 @@ func badInput(e *env) {
 			_, err := l.AcquireWith(ctx, id, longTTL, &lock.AcquireOptions{QueueTimeout: -time.Second})
 			return err
 		}},
-		{"Do(nil ctx)", "ctx", func() error { _, err := lock.Do(nilCtx, l, id, longTTL, fn); return err }},
-		{"Do(empty id)", "id", func() error { _, err := lock.Do(ctx, l, "", longTTL, fn); return err }},
-		{"Do(ttl 0)", "ttl", func() error { _, err := lock.Do(ctx, l, id, 0, fn); return err }},
-		{"Do(nil fn)", "fn", func() error { _, err := lock.Do[int](ctx, l, id, longTTL, nil); return err }},
-		{"Do(nil locker)", "locker", func() error { _, err := lock.Do(ctx, nil, id, longTTL, fn); return err }},
+		{"Do(nil ctx)", "ctx", func() error { _, err := lock.Do(nilCtx, l, id, longTTL, fn, nil); return err }},
+		{"Do(empty id)", "id", func() error { _, err := lock.Do(ctx, l, "", longTTL, fn, nil); return err }},
+		{"Do(ttl 0)", "ttl", func() error { _, err := lock.Do(ctx, l, id, 0, fn, nil); return err }},
+		{"Do(nil fn)", "fn", func() error { _, err := lock.Do[int](ctx, l, id, longTTL, nil, nil); return err }},
+		{"Do(nil locker)", "locker", func() error { _, err := lock.Do(ctx, nil, id, longTTL, fn, nil); return err }},
 		{"AcquireMany(nil ctx)", "ctx", func() error { return firstErr(l.AcquireMany(nilCtx, ids, longTTL)) }},
 		{"AcquireMany(nil ids)", "ids", func() error { return firstErr(l.AcquireMany(ctx, nil, longTTL)) }},
 		{"AcquireMany(no ids)", "ids", func() error { return firstErr(l.AcquireMany(ctx, []string{}, longTTL)) }},
@@ -134,7 +134,7 @@ func badInput(e *env) {
 			return err
 		}},
 		{"AcquireMany after Close", "", func() error { return firstErr(lc.AcquireMany(ctx, ids, longTTL)) }},
-		{"Do after Close", "", func() error { _, err := lock.Do(ctx, lc, id, longTTL, fn); return err }},
+		{"Do after Close", "", func() error { _, err := lock.Do(ctx, lc, id, longTTL, fn, nil); return err }},
 	})
 	for _, id := range append([]string{id}, ids...) {
 		e.assertFree(other, id, "after calls on a closed Locker")
@@ -271,7 +271,7 @@ func doProp(e *env) {
 	ctx := e.ctx(time.Minute)
 
 	id := e.id()
-	v, err := lock.Do(ctx, l, id, longTTL, func(context.Context) (string, error) { return "done", nil })
+	v, err := lock.Do(ctx, l, id, longTTL, func(context.Context, *lock.Lease) (string, error) { return "done", nil }, nil)
 	if v != "done" || err != nil {
 		e.errorf("Do with a succeeding fn: (%q, %v), want (\"done\", nil)", v, err)
 	}
@@ -280,7 +280,7 @@ func doProp(e *env) {
 	// fn fails.
 	fnErr := errors.New("conformance: fn failed")
 	id = e.id()
-	_, err = lock.Do(ctx, l, id, longTTL, func(context.Context) (string, error) { return "", fnErr })
+	_, err = lock.Do(ctx, l, id, longTTL, func(context.Context, *lock.Lease) (string, error) { return "", fnErr }, nil)
 	if !errors.Is(err, fnErr) {
 		e.errorf("Do with a failing fn: %v, want fn's error", err)
 	}
@@ -292,7 +292,7 @@ func doProp(e *env) {
 	var recovered any
 	func() {
 		defer func() { recovered = recover() }()
-		_, _ = lock.Do(ctx, l, id, longTTL, func(context.Context) (int, error) { panic(boom{}) })
+		_, _ = lock.Do(ctx, l, id, longTTL, func(context.Context, *lock.Lease) (int, error) { panic(boom{}) }, nil)
 	}()
 	if _, ok := recovered.(boom); !ok {
 		e.errorf("Do with a panicking fn: recovered %v, want fn's panic re-raised", recovered)
@@ -304,7 +304,7 @@ func doProp(e *env) {
 	id = e.id()
 	var wins []uint64
 	var fnErrSeen error
-	_, err = lock.Do(ctx, l, id, ttl, func(fctx context.Context) (int, error) {
+	_, err = lock.Do(ctx, l, id, ttl, func(fctx context.Context, _ *lock.Lease) (int, error) {
 		nc := e.startNewcomer(other, id)
 		t := time.NewTimer(3 * ttl)
 		defer t.Stop()
@@ -315,7 +315,7 @@ func doProp(e *env) {
 		}
 		wins = nc.halt()
 		return 0, nil
-	})
+	}, nil)
 	if err != nil || fnErrSeen != nil {
 		e.errorf("Do with fn running 3x the ttl (%v): Do returned %v, fn's ctx ended with %v; want the lease extended", ttl, err, fnErrSeen)
 	}
@@ -329,7 +329,7 @@ func doProp(e *env) {
 	id = e.id()
 	held := e.mustAcquire(other, id, longTTL)
 	called := false
-	n, err := lock.Do(ctx, lq, id, longTTL, func(context.Context) (int, error) { called = true; return 7, nil })
+	n, err := lock.Do(ctx, lq, id, longTTL, func(context.Context, *lock.Lease) (int, error) { called = true; return 7, nil }, nil)
 	if n != 0 || !errors.Is(err, lock.ErrNotAcquired) || called {
 		e.errorf("Do on a held id with a queue timeout: (%d, %v), fn called=%v; want (0, ErrNotAcquired) and fn not called", n, err, called)
 	}
@@ -370,7 +370,7 @@ func closeProp(e *env) {
 	ld, sd := e.defaultLocker()
 	doErr := make(chan error, 1)
 	e.goFn(func() {
-		_, err := lock.Do(ctx, ld, id, longTTL, func(context.Context) (int, error) { return 0, nil })
+		_, err := lock.Do(ctx, ld, id, longTTL, func(context.Context, *lock.Lease) (int, error) { return 0, nil }, nil)
 		doErr <- err
 	})
 	e.waitFor(prompt, "Do queued", func() bool { return sd.queued(id) })

@@ -91,7 +91,7 @@ func noGoroutineLeak(e *env) {
 	}
 
 	// Do, with an extend while fn runs.
-	if _, err := lock.Do(ctx, lc, e.id(), 150*time.Millisecond, func(ctx context.Context) (int, error) {
+	if _, err := lock.Do(ctx, lc, e.id(), 150*time.Millisecond, func(ctx context.Context, _ *lock.Lease) (int, error) {
 		t := time.NewTimer(120 * time.Millisecond)
 		defer t.Stop()
 		select {
@@ -99,7 +99,7 @@ func noGoroutineLeak(e *env) {
 		case <-ctx.Done():
 		}
 		return 0, nil
-	}); err != nil {
+	}, nil); err != nil {
 		e.errorf("Do: %v", err)
 	}
 
@@ -221,7 +221,7 @@ func noStateLeft(e *env) {
 
 	// Do.
 	id = e.id()
-	if _, err := lock.Do(ctx, la, id, longTTL, func(context.Context) (int, error) { return 0, nil }); err != nil {
+	if _, err := lock.Do(ctx, la, id, longTTL, func(context.Context, *lock.Lease) (int, error) { return 0, nil }, nil); err != nil {
 		e.errorf("Do: %v", err)
 	}
 	add("Do", prompt, id)
@@ -279,7 +279,7 @@ func boundedInput(e *env) {
 		{"TryAcquire", "id", func() error { _, err := l.TryAcquire(ctx, long, longTTL); return err }},
 		{"AcquireMany", "ids[1]", func() error { return firstErr(l.AcquireMany(ctx, []string{e.id(), long}, longTTL)) }},
 		{"Do", "id", func() error {
-			_, err := lock.Do(ctx, l, long, longTTL, func(context.Context) (int, error) { return 0, nil })
+			_, err := lock.Do(ctx, l, long, longTTL, func(context.Context, *lock.Lease) (int, error) { return 0, nil }, nil)
 			return err
 		}},
 	}

@@ -29,7 +29,10 @@ func inspectProp(e *env) {
 		_ = raw.Close()
 		e.t.Skipf("%T does not implement backend.Inspector (an optional capability)", raw)
 	}
-	il := lock.New(raw, &lock.Options{WaiterTimeout: waiterTimeout, Logger: slog.New(slog.NewTextHandler(e.logw, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	il, err := lock.New(raw, &lock.Options{WaiterTimeout: waiterTimeout, Logger: slog.New(slog.NewTextHandler(e.logw, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		e.fatalf("lock.New: %v", err)
+	}
 	e.t.Cleanup(func() { _ = il.Close() })
 	ctx := e.ctx(time.Minute)
 	id := e.id()

@@ -411,7 +411,7 @@ func lostLeaseSignalled(e *env) {
 		const doTTL = 300 * time.Millisecond
 		var cause error
 		var lostAfter time.Duration
-		_, err := lock.Do(ctx, l, id, doTTL, func(fctx context.Context) (int, error) {
+		_, err := lock.Do(ctx, l, id, doTTL, func(fctx context.Context, _ *lock.Lease) (int, error) {
 			start := time.Now()
 			v.lose(s, id)
 			t := time.NewTimer(doTTL + prompt)
@@ -422,7 +422,7 @@ func lostLeaseSignalled(e *env) {
 			case <-t.C:
 			}
 			return 1, nil
-		})
+		}, nil)
 		switch {
 		case cause == nil:
 			e.errorf("Do (%s): fn's ctx was not cancelled within %v", v.name, doTTL+prompt)

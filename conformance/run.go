@@ -200,7 +200,10 @@ func (e *env) locker(o lock.Options) (*lock.Locker, *spy) {
 		o.Logger = slog.New(slog.NewTextHandler(e.logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	s := newSpy(e.h.NewBackend(e.t))
-	l := lock.New(s, &o)
+	l, err := lock.New(s, &o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	e.t.Cleanup(func() { _ = l.Close() })
 	return l, s
 }

@@ -161,7 +161,10 @@ func (e *env) backend(addr string, o clientOpts) backend.Backend {
 func (e *env) locker(b backend.Backend, o lock.Options) *lock.Locker {
 	e.t.Helper()
 	o.Logger = slog.New(e.logs)
-	l := lock.New(b, &o)
+	l, err := lock.New(b, &o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	e.t.Cleanup(func() { _ = l.Close() })
 	return l
 }
@@ -364,11 +367,15 @@ func runChild(role string) int {
 	b := a.newBackend(ct, os.Getenv(envAddr), os.Getenv(envPrefix), clientOpts{})
 	wt, _ := time.ParseDuration(os.Getenv(envWaiter))
 	ttl, _ := time.ParseDuration(os.Getenv(envTTL))
-	l := lock.New(b, &lock.Options{WaiterTimeout: wt, QueueTimeout: time.Minute,
+	l, err := lock.New(b, &lock.Options{WaiterTimeout: wt, QueueTimeout: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 			// Log lines start with "time=", never with an event name.
 			Level: slog.LevelWarn,
 		}))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faulttest child:", err)
+		return 2
+	}
 	defer l.Close()
 	id := os.Getenv(envID)
 	ctx := context.Background()

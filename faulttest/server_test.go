@@ -31,13 +31,13 @@ func TestRedisRestart(t *testing.T) {
 		var cause error
 		var fnEnded, validUntil time.Time
 		go func() {
-			_, err := lock.Do(context.Background(), hl, id, ttl, func(ctx context.Context) (int, error) {
+			_, err := lock.Do(context.Background(), hl, id, ttl, func(ctx context.Context, _ *lock.Lease) (int, error) {
 				inFn <- 0
 				<-ctx.Done()
 				fnEnded = time.Now()
 				cause = context.Cause(ctx)
 				return 0, nil
-			})
+			}, nil)
 			doErr <- err
 		}()
 		recv(t, inFn, 10*time.Second, "Do's fn started")
@@ -114,7 +114,7 @@ func testStall(t *testing.T, a adapter, mode string, short bool) {
 	fnEnd := make(chan ended, 1)
 	doErr := make(chan error, 1)
 	go func() {
-		_, err := lock.Do(context.Background(), hl, id, ttl, func(ctx context.Context) (int, error) {
+		_, err := lock.Do(context.Background(), hl, id, ttl, func(ctx context.Context, _ *lock.Lease) (int, error) {
 			close(started)
 			<-stallNow
 			select {
@@ -124,7 +124,7 @@ func testStall(t *testing.T, a adapter, mode string, short bool) {
 				fnEnd <- ended{} // renewals kept the lease through the stall
 			}
 			return 0, nil
-		})
+		}, nil)
 		doErr <- err
 	}()
 	recv(t, started, 10*time.Second, "Do's fn started")

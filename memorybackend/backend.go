@@ -9,8 +9,8 @@ import (
 	"github.com/redislocker/lock/backend"
 )
 
-// Backend is one "process" on a Store. It implements backend.Backend and
-// backend.Batcher and is goroutine-safe. Create it with New or
+// Backend is one "process" on a Store. It implements backend.Backend,
+// backend.Batcher and backend.ExtendBatcher and is goroutine-safe. Create it with New or
 // Store.NewBackend.
 type Backend struct {
 	s        *Store
@@ -22,8 +22,9 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend = (*Backend)(nil)
-	_ backend.Batcher = (*Backend)(nil)
+	_ backend.Backend       = (*Backend)(nil)
+	_ backend.Batcher       = (*Backend)(nil)
+	_ backend.ExtendBatcher = (*Backend)(nil)
 )
 
 // Store returns the Store b runs on.
@@ -165,6 +166,25 @@ func (b *Backend) AcquireBatch(ctx context.Context, reqs []backend.AcquireReques
 		sh.mu.Unlock()
 		wc.fire()
 		out[i] = backend.BatchGrant{Grant: g, Err: err}
+	}
+	return out, nil
+}
+
+// ExtendBatch runs each request as its own Extend step (one critical
+// section each), in order: nil when extended, backend.ErrNotHeld when the
+// token does not hold the lock.
+func (b *Backend) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) ([]error, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]error, len(reqs))
+	for i, r := range reqs {
+		sh := b.s.shard(r.ID)
+		sh.mu.Lock()
+		wc, err := b.s.extend(sh, r.ID, r.Token, r.TTL)
+		sh.mu.Unlock()
+		wc.fire()
+		out[i] = err
 	}
 	return out, nil
 }

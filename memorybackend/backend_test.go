@@ -16,7 +16,7 @@ func newManual(t *testing.T, opts memorybackend.Options) (*memorybackend.ManualC
 	t.Helper()
 	c := memorybackend.NewManualClock(epoch)
 	opts.Clock = c
-	return c, memorybackend.NewStore(&opts)
+	return c, must(memorybackend.NewStore(&opts))
 }
 
 func req(id, tok string, wait bool) backend.AcquireRequest {
@@ -132,7 +132,7 @@ func TestCancelledContext(t *testing.T) {
 }
 
 func TestEmptyTokenIsRejected(t *testing.T) {
-	b := memorybackend.New(nil)
+	b := must(memorybackend.New(nil))
 	if _, err := b.Acquire(context.Background(), req("x", "", false)); !errors.Is(err, backend.ErrInvalidArgument) {
 		t.Fatalf("Acquire with an empty token: err = %v, want ErrInvalidArgument", err)
 	}
@@ -301,7 +301,7 @@ func TestSubscribe(t *testing.T) {
 // into the backend.
 func TestSubscriberMayCallBack(t *testing.T) {
 	ctx := context.Background()
-	b := memorybackend.New(nil)
+	b := must(memorybackend.New(nil))
 	var g backend.Grant
 	var gerr error
 	cancel, err := b.Subscribe(ctx, "x", func(w backend.Wake) {
@@ -387,7 +387,7 @@ func TestLenSweepsExpiredState(t *testing.T) {
 
 func TestDefaultsUseTheRealClock(t *testing.T) {
 	ctx := context.Background()
-	b := memorybackend.New(nil)
+	b := must(memorybackend.New(nil))
 	g, err := b.Acquire(ctx, backend.AcquireRequest{ID: "x", Token: "A", TTL: time.Hour})
 	if err != nil || !g.Acquired || g.Fence < uint64(time.Now().Add(-time.Minute).UnixMicro()) { // fences follow the wall clock
 		t.Fatalf("Acquire = %+v, %v", g, err)
@@ -425,7 +425,7 @@ func TestUncontendedAllocations(t *testing.T) {
 		t.Skip("allocation counts differ under the race detector")
 	}
 	ctx := context.Background()
-	b := memorybackend.New(nil)
+	b := must(memorybackend.New(nil))
 	r := backend.AcquireRequest{ID: "alloc", Token: "tok", TTL: time.Minute}
 	allocs := testing.AllocsPerRun(1000, func() {
 		if _, err := b.Acquire(ctx, r); err != nil {
@@ -437,5 +437,42 @@ func TestUncontendedAllocations(t *testing.T) {
 	})
 	if allocs > 0 {
 		t.Errorf("uncontended Acquire+Release allocates %.1f times, want 0", allocs)
+	}
+}
+
+// ExtendBatch extends each held lease by its own TTL and reports
+// ErrNotHeld, changing nothing, for a token that does not hold its id
+// (never granted, or expired); a closed backend fails the whole call.
+func TestExtendBatch(t *testing.T) {
+	ctx := context.Background()
+	clock, s := newManual(t, memorybackend.Options{})
+	b := s.NewBackend()
+	mustAcquire(t, b, req("a", "A", false))
+	mustAcquire(t, b, req("b", "B", false))
+	mustAcquire(t, b, req("c", "C", false))
+	clock.Advance(ttl / 2)
+	errs, err := b.ExtendBatch(ctx, []backend.ExtendRequest{
+		{ID: "a", Token: "A", TTL: 2 * ttl},
+		{ID: "b", Token: "not-B", TTL: 2 * ttl},
+		{ID: "c", Token: "C", TTL: ttl},
+		{ID: "d", Token: "D", TTL: ttl},
+	})
+	if err != nil || len(errs) != 4 {
+		t.Fatalf("ExtendBatch = (%v, %v); want 4 results", errs, err)
+	}
+	for i, want := range []error{nil, backend.ErrNotHeld, nil, backend.ErrNotHeld} {
+		if !errors.Is(errs[i], want) || (want == nil && errs[i] != nil) {
+			t.Errorf("result %d = %v; want %v", i, errs[i], want)
+		}
+	}
+	clock.Advance(ttl * 3 / 4) // 1.25 ttl after the grants: b expired, a and c extended
+	for id, held := range map[string]bool{"a": true, "b": false, "c": true} {
+		if _, got := s.Holder(id); got != held {
+			t.Errorf("%s held = %v after the batch; want %v", id, got, held)
+		}
+	}
+	_ = b.Close()
+	if _, err := b.ExtendBatch(ctx, []backend.ExtendRequest{{ID: "a", Token: "A", TTL: ttl}}); !errors.Is(err, backend.ErrClosed) {
+		t.Errorf("ExtendBatch on a closed backend = %v; want ErrClosed", err)
 	}
 }

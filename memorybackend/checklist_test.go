@@ -41,7 +41,7 @@ func newEnv(t *testing.T, opts memorybackend.Options) *env {
 	t.Helper()
 	e := &env{ctx: context.Background(), clock: memorybackend.NewManualClock(epoch)}
 	opts.Clock = e.clock
-	e.store = memorybackend.NewStore(&opts)
+	e.store = must(memorybackend.NewStore(&opts))
 	e.b = e.store.NewBackend()
 	other := e.store.NewBackend()
 	cancel, err := other.Subscribe(e.ctx, id, func(w backend.Wake) {

@@ -17,7 +17,10 @@ type realClock struct{}
 func (realClock) Now() time.Time { return time.Now() }
 
 // ManualClock is a Clock that only moves when Advance is called, so that
-// tests advance time instead of sleeping. It is goroutine-safe. The zero
+// tests of the backend's steps advance time instead of sleeping. It moves
+// the store's clock only: a lock.Locker's timers (Lost, queue timeouts)
+// run on the process's clock; test those inside a testing/synctest bubble
+// instead. It is goroutine-safe. The zero
 // value is a clock stopped at the zero time.
 type ManualClock struct {
 	mu  sync.Mutex

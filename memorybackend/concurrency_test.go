@@ -25,7 +25,7 @@ func TestConcurrentMutualExclusion(t *testing.T) {
 	)
 	ids := []string{"a", "b", "c"}
 	clock := memorybackend.NewManualClock(epoch)
-	store := memorybackend.NewStore(&memorybackend.Options{Clock: clock})
+	store := must(memorybackend.NewStore(&memorybackend.Options{Clock: clock}))
 	backends := make([]*memorybackend.Backend, procs)
 	for i := range backends {
 		backends[i] = store.NewBackend()

@@ -13,7 +13,7 @@ import (
 // Store per harness, one Backend per "process".
 func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) conformance.Harness {
-		return &harness{store: memorybackend.NewStore(&memorybackend.Options{MaxWaiters: maxWaiters, PurgeLimit: purgeLimit})}
+		return &harness{store: must(memorybackend.NewStore(&memorybackend.Options{MaxWaiters: maxWaiters, PurgeLimit: purgeLimit}))}
 	})
 }
 

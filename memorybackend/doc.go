@@ -22,7 +22,12 @@
 // # Time
 //
 // All lease expiries and waiter deadlines are measured by [Options.Clock]
-// (the real clock by default; a [ManualClock] in tests). Expiry is lazy,
+// (the real clock by default). To test code that uses a lock.Locker
+// without real waits, run it on the default clock inside a testing/synctest
+// bubble (Go 1.25+): time.Sleep there moves the store's clock and every
+// timer of the Locker (Lost, queue timeouts, heartbeats, keep-alive)
+// together. A [ManualClock] moves the store's clock only, for tests of the
+// backend's own steps. Expiry is lazy,
 // checked on access: there is no goroutine or timer per lease or waiter. A
 // lease whose expiry is at or before the clock's now is free, and a waiter
 // whose deadline is at or before now is dead: the next step on its id purges

@@ -15,7 +15,7 @@ import (
 // ends it with ctx's error and subscribes nothing.
 func TestDelaySubscriptions(t *testing.T) {
 	const d = 50 * time.Millisecond
-	s := memorybackend.NewStore(nil)
+	s := must(memorybackend.NewStore(nil))
 	a, b := s.NewBackend(), s.NewBackend()
 	ctx := context.Background()
 	b.DelaySubscriptions(d)
@@ -67,7 +67,7 @@ func TestDelaySubscriptions(t *testing.T) {
 // TestDropNotifier: every subscription of the Backend, and only of it,
 // gets Wake{All}.
 func TestDropNotifier(t *testing.T) {
-	s := memorybackend.NewStore(nil)
+	s := must(memorybackend.NewStore(nil))
 	a, b := s.NewBackend(), s.NewBackend()
 	ctx := context.Background()
 	var wa, wb []backend.Wake
@@ -92,7 +92,7 @@ func TestDropNotifier(t *testing.T) {
 // has a live holder; fences go on from the store-wide counter.
 func TestForget(t *testing.T) {
 	clock := memorybackend.NewManualClock(time.Unix(0, 0))
-	s := memorybackend.NewStore(&memorybackend.Options{Clock: clock})
+	s := must(memorybackend.NewStore(&memorybackend.Options{Clock: clock}))
 	b := s.NewBackend()
 	ctx := context.Background()
 	g1, err := b.Acquire(ctx, backend.AcquireRequest{ID: "x", Token: "A", TTL: time.Second})

@@ -1,6 +1,7 @@
 package memorybackend
 
 import (
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -10,7 +11,8 @@ import (
 )
 
 // Options configures a Store. A nil *Options means every default; so does
-// a zero (or negative) field.
+// a zero field. NewStore refuses a negative one with a
+// *backend.ArgumentError naming it.
 type Options struct {
 	// Clock measures every lease expiry and waiter deadline.
 	// Default: the real clock (time.Now).
@@ -64,8 +66,17 @@ type shard struct {
 	_       [64]byte
 }
 
-// NewStore returns an empty Store configured by opts (nil for defaults).
-func NewStore(opts *Options) *Store {
+// NewStore returns an empty Store configured by opts (nil for defaults). A
+// nil *Options never fails.
+func NewStore(opts *Options) (*Store, error) {
+	if opts != nil {
+		switch {
+		case opts.MaxWaiters < 0:
+			return nil, &backend.ArgumentError{Arg: "opts.MaxWaiters", Reason: fmt.Sprintf("must not be negative, got %d", opts.MaxWaiters)}
+		case opts.PurgeLimit < 0:
+			return nil, &backend.ArgumentError{Arg: "opts.PurgeLimit", Reason: fmt.Sprintf("must not be negative, got %d", opts.PurgeLimit)}
+		}
+	}
 	s := &Store{
 		clock:      realClock{},
 		maxWaiters: DefaultMaxWaiters,
@@ -87,7 +98,7 @@ func NewStore(opts *Options) *Store {
 		s.shards[i].ids = make(map[string]*entry)
 		s.shards[i].subs = make(map[string][]*subscription)
 	}
-	return s
+	return s, nil
 }
 
 // NewBackend returns a new Backend on s: one "process", with its own
@@ -96,9 +107,14 @@ func (s *Store) NewBackend() *Backend {
 	return &Backend{s: s}
 }
 
-// New returns a Backend on a new Store: NewStore(opts).NewBackend().
-func New(opts *Options) *Backend {
-	return NewStore(opts).NewBackend()
+// New returns a Backend on a new Store made by NewStore(opts), or NewStore's
+// error. A nil *Options never fails.
+func New(opts *Options) (*Backend, error) {
+	s, err := NewStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.NewBackend(), nil
 }
 
 func (s *Store) shard(id string) *shard {

@@ -124,10 +124,10 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // asserts each metric the package documents.
 func TestMetricsScenario(t *testing.T) {
 	tm := newTelemetry(t, false)
-	store := memorybackend.NewStore(nil)
-	l := lock.New(broken{store.NewBackend()}, &lock.Options{Observer: tm.obs, Logger: quiet(), WaiterTimeout: 900 * time.Millisecond})
+	store := must(memorybackend.NewStore(nil))
+	l := mustLocker(broken{store.NewBackend()}, &lock.Options{Observer: tm.obs, Logger: quiet(), WaiterTimeout: 900 * time.Millisecond})
 	defer l.Close()
-	other := lock.New(store.NewBackend(), &lock.Options{Logger: quiet()})
+	other := mustLocker(store.NewBackend(), &lock.Options{Logger: quiet()})
 	defer other.Close()
 	ctx := context.Background()
 	waiters := func() int64 { return value(t, tm.collect(t)["lock.waiters"]) }
@@ -283,7 +283,7 @@ func TestMetricsScenario(t *testing.T) {
 // asked for.
 func TestIDAttributeOptIn(t *testing.T) {
 	tm := newTelemetry(t, true)
-	l := lock.New(memorybackend.New(nil), &lock.Options{Observer: tm.obs, Logger: quiet()})
+	l := mustLocker(must(memorybackend.New(nil)), &lock.Options{Observer: tm.obs, Logger: quiet()})
 	defer l.Close()
 	r, err := l.Acquire(context.Background(), "job-7", time.Minute)
 	if err != nil || !r.Acquired {
@@ -293,4 +293,17 @@ func TestIDAttributeOptIn(t *testing.T) {
 	if got := value(t, ms["lock.acquisitions"], lockotel.KeyID.String("job-7")); got != 1 {
 		t.Fatalf("lock.acquisitions{lock.id=job-7} = %d, want 1", got)
 	}
+}
+
+// must returns v, and panics on err: for set-up whose input is valid.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// mustLocker is lock.New for set-up with valid options.
+func mustLocker(b backend.Backend, o *lock.Options) *lock.Locker {
+	return must(lock.New(b, o))
 }

@@ -16,8 +16,14 @@ func TestCoreCommandCounts(t *testing.T) {
 	e := newEnv(t)
 	ba, ca := e.backend(nil)
 	bb, cb := e.backend(nil)
-	la := lock.New(ba, &lock.Options{WaiterTimeout: time.Minute})
-	lb := lock.New(bb, &lock.Options{WaiterTimeout: time.Minute})
+	la, err := lock.New(ba, &lock.Options{WaiterTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := lock.New(bb, &lock.Options{WaiterTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer la.Close()
 	defer lb.Close()
 	ttl := 30 * time.Second

@@ -7,7 +7,7 @@
 //	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 //	b, err := redisbackend.New(client, nil) // prefix "lock:"
 //	...
-//	locker := lock.New(b, nil)
+//	locker, err := lock.New(b, nil)
 //	defer locker.Close() // closes b; close client after it
 //
 // # Keys

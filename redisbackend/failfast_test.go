@@ -38,7 +38,10 @@ func TestWrongPortCostsOneCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := lock.New(b, &lock.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l, err := lock.New(b, &lock.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer l.Close()
 	_, err = l.Acquire(ctx, "x", time.Second)
 	if !errors.Is(err, lock.ErrBackend) || !backend.Unsent(err) {

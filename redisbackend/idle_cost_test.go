@@ -83,7 +83,10 @@ func (l *scriptLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 func TestIdleWaitersOnlyHeartbeat(t *testing.T) {
 	e := newEnv(t)
 	ha, _ := e.backend(nil)
-	holder := lock.New(ha, nil)
+	holder, err := lock.New(ha, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer holder.Close()
 
 	client := newClient(e.addr)
@@ -95,7 +98,10 @@ func TestIdleWaitersOnlyHeartbeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	const waiterTimeout = 300 * time.Millisecond // heartbeat every 100ms
-	waiters := lock.New(bb, &lock.Options{WaiterTimeout: waiterTimeout})
+	waiters, err := lock.New(bb, &lock.Options{WaiterTimeout: waiterTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer waiters.Close()
 
 	ids := []string{"idle-1", "idle-2"}

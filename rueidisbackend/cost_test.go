@@ -207,8 +207,14 @@ func TestCoreCommandCounts(t *testing.T) {
 			e := newEnv(t)
 			ba, ca := e.backend(mode, nil)
 			bb, cb := e.backend(mode, nil)
-			la := lock.New(ba, &lock.Options{WaiterTimeout: time.Minute})
-			lb := lock.New(bb, &lock.Options{WaiterTimeout: time.Minute})
+			la, err := lock.New(ba, &lock.Options{WaiterTimeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lb, err := lock.New(bb, &lock.Options{WaiterTimeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
 			defer la.Close()
 			defer lb.Close()
 			ttl := 30 * time.Second
@@ -283,11 +289,17 @@ func TestIdleWaitersOnlyHeartbeat(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			e := newEnv(t)
 			ha, hc := e.backend(mode, nil)
-			holder := lock.New(ha, nil)
+			holder, err := lock.New(ha, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			defer holder.Close()
 			bb, wc := e.backend(mode, nil)
 			const waiterTimeout = 300 * time.Millisecond // heartbeat every 100ms
-			waiters := lock.New(bb, &lock.Options{WaiterTimeout: waiterTimeout})
+			waiters, err := lock.New(bb, &lock.Options{WaiterTimeout: waiterTimeout})
+			if err != nil {
+				t.Fatal(err)
+			}
 			defer waiters.Close()
 
 			ids := []string{"idle-1", "idle-2"}
@@ -358,8 +370,14 @@ func TestExtendNoLoop(t *testing.T) {
 			e := newEnv(t)
 			ba, ca := e.backend(mode, nil)
 			bb, cb := e.backend(mode, nil)
-			la := lock.New(ba, &lock.Options{WaiterTimeout: time.Minute})
-			lb := lock.New(bb, &lock.Options{WaiterTimeout: time.Minute})
+			la, err := lock.New(ba, &lock.Options{WaiterTimeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lb, err := lock.New(bb, &lock.Options{WaiterTimeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
 			defer la.Close()
 			defer lb.Close()
 			const id = "noloop"
@@ -370,7 +388,7 @@ func TestExtendNoLoop(t *testing.T) {
 			measured := make(chan struct{})
 			doErr := make(chan error, 1)
 			go func() {
-				_, err := lock.Do(ctx, la, id, ttl, func(ctx context.Context) (int, error) {
+				_, err := lock.Do(ctx, la, id, ttl, func(ctx context.Context, _ *lock.Lease) (int, error) {
 					close(inFn)
 					select {
 					case <-measured:
@@ -378,7 +396,7 @@ func TestExtendNoLoop(t *testing.T) {
 						return 0, ctx.Err()
 					}
 					return 0, nil
-				})
+				}, nil)
 				doErr <- err
 			}()
 			<-inFn

@@ -9,7 +9,7 @@
 //		ClientOption: rueidis.ClientOption{InitAddress: []string{"localhost:6379"}},
 //	})
 //	...
-//	locker := lock.New(b, nil)
+//	locker, err := lock.New(b, nil)
 //	defer locker.Close() // closes b, which closes the client it built
 //
 // # Why the Backend builds its client

@@ -69,7 +69,10 @@ func (e *env) locker() *lock.Locker {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	l := lock.New(b, &lock.Options{WaiterTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l, err := lock.New(b, &lock.Options{WaiterTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	e.t.Cleanup(func() {
 		_ = l.Close()
 		_ = c.Close()

@@ -62,7 +62,11 @@ func (p *processes) new() (*lock.Locker, error) {
 		client.Close()
 		return nil, err
 	}
-	l := lock.New(b, &lock.Options{QueueTimeout: 10 * time.Second, Logger: p.logger})
+	l, err := lock.New(b, &lock.Options{QueueTimeout: 10 * time.Second, Logger: p.logger})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
 	p.clients = append(p.clients, client)
 	p.lockers = append(p.lockers, l)
 	return l, nil
@@ -152,14 +156,25 @@ func run(ctx context.Context, addr string) error {
 	}
 
 	fmt.Println("4. Do runs a function under the lock, keeps the lease alive, and always releases.")
-	total, err := lock.Do(ctx, main, "order-42", 2*time.Second, func(ctx context.Context) (int, error) {
+	total, err := lock.Do(ctx, main, "order-42", 2*time.Second, func(ctx context.Context, _ *lock.Lease) (int, error) {
 		return 42 * 3, nil
-	})
+	}, nil)
 	fmt.Printf("   Do: result=%d err=%v\n", total, err)
-	_, err = lock.Do(ctx, main, "order-42", 2*time.Second, func(ctx context.Context) (int, error) {
+	_, err = lock.Do(ctx, main, "order-42", 2*time.Second, func(ctx context.Context, _ *lock.Lease) (int, error) {
 		return 0, errors.New("payment declined")
-	})
+	}, nil)
 	fmt.Printf("   Do with a failing fn: err=%v; lock free again: %v\n", err, free(ctx, other, "order-42"))
+
+	fmt.Println("5. Do with NoWait runs a job once across replicas: a replica that finds it running skips it.")
+	running, err := other.Acquire(ctx, "nightly-report", 10*time.Second) // another replica runs the job
+	if err != nil {
+		return err
+	}
+	_, err = lock.Do(ctx, main, "nightly-report", time.Minute, func(ctx context.Context, le *lock.Lease) (int, error) {
+		return 0, nil // the job; le.Fence() goes with its writes
+	}, &lock.AcquireOptions{NoWait: true})
+	fmt.Printf("   Do: err=%v (not acquired: %v)\n", err, errors.Is(err, lock.ErrNotAcquired))
+	running.Lease.Release(ctx)
 	return nil
 }
 

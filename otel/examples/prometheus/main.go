@@ -61,11 +61,17 @@ func run(ctx context.Context, addr string, once bool, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store := memorybackend.NewStore(nil)
+	store, err := memorybackend.NewStore(nil)
+	if err != nil {
+		return err
+	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var lockers []*lock.Locker
 	for range 4 {
-		l := lock.New(store.NewBackend(), &lock.Options{Observer: obs, Logger: quiet})
+		l, err := lock.New(store.NewBackend(), &lock.Options{Observer: obs, Logger: quiet})
+		if err != nil {
+			return err
+		}
 		defer l.Close()
 		lockers = append(lockers, l)
 	}
@@ -114,10 +120,10 @@ func contend(ctx context.Context, lockers []*lock.Locker) error {
 		go func() {
 			defer wg.Done()
 			for range 5 {
-				_, err := lock.Do(ctx, l, "nightly-report", 5*time.Second, func(ctx context.Context) (struct{}, error) {
+				_, err := lock.Do(ctx, l, "nightly-report", 5*time.Second, func(ctx context.Context, _ *lock.Lease) (struct{}, error) {
 					time.Sleep(2 * time.Millisecond) // the job
 					return struct{}{}, nil
-				})
+				}, nil)
 				if err != nil {
 					errs <- err
 					return
