@@ -64,7 +64,7 @@ func ExampleDo_runOnce() {
 	skipped.Add(2)
 	nightly := func(ctx context.Context, lease *lock.Lease) (string, error) {
 		skipped.Wait() // the job outlasts the other replicas' attempts
-		return fmt.Sprintf("report written with fence %d", lease.Fence()), nil
+		return fmt.Sprintf("report written with a fence: %v", lease.Fence() > 0), nil
 	}
 
 	var replicas sync.WaitGroup
@@ -72,17 +72,25 @@ func ExampleDo_runOnce() {
 		replica, _ := lock.New(store.NewBackend(), nil)
 		replicas.Go(func() {
 			defer replica.Close()
-			out, err := lock.Do(context.Background(), replica, "nightly-report", time.Minute,
-				nightly, &lock.AcquireOptions{NoWait: true})
-			if errors.Is(err, lock.ErrNotAcquired) {
-				skipped.Done() // another replica runs it
-				return
+			if !runNightly(context.Background(), replica, nightly) {
+				skipped.Done()
 			}
-			fmt.Println(out, err)
 		})
 	}
 	replicas.Wait()
-	// Output: report written with fence 1 <nil>
+	// Output: report written with a fence: true <nil>
+}
+
+// runNightly is one replica's attempt at the nightly job; ran reports
+// whether this replica ran it.
+func runNightly(ctx context.Context, replica *lock.Locker, nightly func(context.Context, *lock.Lease) (string, error)) (ran bool) {
+	out, err := lock.Do(ctx, replica, "nightly-report", time.Minute,
+		nightly, &lock.AcquireOptions{NoWait: true})
+	if errors.Is(err, lock.ErrNotAcquired) {
+		return // another replica runs it
+	}
+	fmt.Println(out, err)
+	return true
 }
 
 func ExampleLocker_AcquireMany() {

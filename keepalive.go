@@ -205,6 +205,7 @@ func (l *Locker) extendChunk(chunk []*Lease, last time.Time) (failed, expired in
 		} else if e == nil {
 			e = fmt.Errorf("backend returned %d results for %d extends", len(errs), len(reqs))
 		}
+		l.observeExtend(le, e) // observer.go
 		switch {
 		case e == nil:
 			le.extended(sent, reqs[i].TTL)
