@@ -1,6 +1,7 @@
 package redisbackend
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -123,6 +124,19 @@ func TestCommandCounts(t *testing.T) {
 		t.Fatalf("AcquireBatch = %+v", gs)
 	}
 	expectCost(t, wc, "AcquireBatch of 4", 4, 1)
+	// ExtendBatch: results in request order, the store's answer per request.
+	errs, err := waiter.ExtendBatch(ctx, []backend.ExtendRequest{
+		{ID: "b1", Token: "X", TTL: time.Hour}, {ID: "h1", Token: "X", TTL: time.Hour}, {ID: "b3", Token: "X", TTL: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != 3 || errs[0] != nil || !errors.Is(errs[1], backend.ErrNotHeld) || errs[2] != nil {
+		t.Fatalf("ExtendBatch = %v, want [nil ErrNotHeld nil] (h1 is only queued)", errs)
+	}
+	if d := e.raw.PTTL(ctx, waiter.keyNames("b3").Lock).Val(); d < 59*time.Minute {
+		t.Fatalf("PTTL after ExtendBatch(1h) = %v", d)
+	}
+	expectCost(t, wc, "ExtendBatch of 3", 3, 1)
 	if err := waiter.LeaveBatch(ctx, []backend.Waiter{wt("b1", "X"), wt("b2", "X"), wt("h1", "X"), wt("b3", "X")}); err != nil {
 		t.Fatal(err)
 	}

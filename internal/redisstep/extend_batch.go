@@ -1,0 +1,48 @@
+package redisstep
+
+import (
+	"context"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/scripts"
+)
+
+var _ backend.ExtendBatcher = (*Steps)(nil)
+
+// ExtendBatch runs one extend script per request in one round trip (one
+// pipeline per master on a cluster), so that a Locker keeps all its
+// kept-alive leases alive at the cost of one round trip. With WaitReplicas
+// each master's round trip ends with a WAIT, and an extend that too few
+// replicas acknowledged gets ErrNotReplicated.
+func (s *Steps) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) ([]error, error) {
+	if err := Check(s, ctx); err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	calls := make([]Call, len(reqs))
+	for i, r := range reqs {
+		k, a := scripts.ExtendCall(s.cfg.ks.For(r.ID), r.Token, r.TTL)
+		calls[i] = Call{Script: scripts.Extend, Keys: k, Args: a}
+	}
+	var res []Reply
+	var acks []int64
+	var err error
+	if s.cfg.waitReplicas == 0 {
+		res, err = s.runAll(ctx, calls)
+	} else {
+		res, acks, err = s.runReplicated(ctx, calls)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]error, len(reqs))
+	for i, r := range res {
+		out[i] = s.replyErr(r.Err)
+		if out[i] == nil && acks != nil && acks[i] < int64(s.cfg.waitReplicas) {
+			out[i] = s.notReplicated(acks[i])
+		}
+	}
+	return out, nil
+}
