@@ -110,9 +110,11 @@ func Shared(t testing.TB) *Cluster {
 	return shared
 }
 
-// Main runs the tests and then stops the shared cluster, if one was
-// started. Use it as: func TestMain(m *testing.M) { os.Exit(rediscluster.Main(m)) }.
+// Main takes the machine-wide lock of the test binaries that start
+// redis-servers (see redistest.Exclusive), runs the tests and then stops
+// the shared cluster, if one was started. Use it as: func TestMain(m *testing.M) { os.Exit(rediscluster.Main(m)) }.
 func Main(m *testing.M) int {
+	redistest.Exclusive()
 	code := m.Run()
 	if shared != nil {
 		shared.Stop()
