@@ -16,24 +16,27 @@ const PauseTimeout = 10 * time.Second
 // replica acknowledges nothing, until Resume. Its clock keeps running, so
 // keys expire by wall time.
 func (s *Server) Pause() error {
-	cmd, _ := s.current()
-	if cmd == nil {
-		return fmt.Errorf("redisserver: no process on port %d", s.Port)
+	pid, err := s.signal(syscall.SIGSTOP)
+	if err != nil {
+		return err
 	}
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("redisserver: SIGSTOP to %d: %w", cmd.Process.Pid, err)
-	}
-	return WaitStopped(cmd.Process.Pid, PauseTimeout)
+	return WaitStopped(pid, PauseTimeout)
 }
 
 // Resume sends SIGCONT after Pause.
 func (s *Server) Resume() error {
+	_, err := s.signal(syscall.SIGCONT)
+	return err
+}
+
+// signal sends sig to the current process and returns its id.
+func (s *Server) signal(sig syscall.Signal) (int, error) {
 	cmd, _ := s.current()
 	if cmd == nil {
-		return fmt.Errorf("redisserver: no process on port %d", s.Port)
+		return 0, fmt.Errorf("redisserver: no process on port %d", s.Port)
 	}
-	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		return fmt.Errorf("redisserver: SIGCONT to %d: %w", cmd.Process.Pid, err)
+	if err := cmd.Process.Signal(sig); err != nil {
+		return 0, fmt.Errorf("redisserver: %v to %d: %w", sig, cmd.Process.Pid, err)
 	}
-	return nil
+	return cmd.Process.Pid, nil
 }
