@@ -408,8 +408,8 @@ func runChild(role string) int {
 	say := func(f string, args ...any) { fmt.Printf(f+"\n", args...) }
 	switch role {
 	case "waiter":
-		// Queue, and report the outcome; when granted, hold until stdin
-		// closes (the parent decides), then release.
+		// Queue, and report the outcome; when granted, report the fence,
+		// release at once and report that too.
 		say("start")
 		res, err := l.Acquire(ctx, id, ttl)
 		switch {
