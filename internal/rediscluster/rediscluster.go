@@ -278,9 +278,9 @@ func startProcess(bin, dir string, argv func(port int, logPath string) ([]string
 	return &Node{Addr: p.Addr, proc: p}, nil
 }
 
-// until calls f every 10 ms until it returns nil, d passes, ctx ends or
-// stop is closed, and returns f's last error in the latter cases.
-func until(ctx context.Context, d time.Duration, f func() error, stop <-chan struct{}) error {
+// until calls f every 10 ms until it returns nil, d passes or ctx ends,
+// and returns f's last error in the latter cases.
+func until(ctx context.Context, d time.Duration, f func() error) error {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -295,8 +295,6 @@ func until(ctx context.Context, d time.Duration, f func() error, stop <-chan str
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
 		case <-deadline.C:
 			return fmt.Errorf("not within %v: %w", d, err)
-		case <-stop:
-			return fmt.Errorf("process exited (last: %v)", err)
 		case <-tick.C:
 		}
 	}
@@ -421,7 +419,7 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 			}
 		}
 		return nil
-	}, nil)
+	})
 }
 
 // tagOf returns a hash tag whose slot is slot.

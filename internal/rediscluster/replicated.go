@@ -182,7 +182,7 @@ func (r *Replicated) WaitSynced(ctx context.Context) error {
 			}
 		}
 		return nil
-	}, nil)
+	})
 }
 
 // SentinelMaster returns the master the first Sentinel names.

@@ -4,13 +4,10 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"time"
 )
-
-var errEOF = io.EOF
 
 // Command sends one command to addr on a new connection and returns the
 // first line of the reply, without its CRLF. It needs no client library,

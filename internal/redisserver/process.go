@@ -3,6 +3,7 @@ package redisserver
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -282,7 +283,7 @@ func (s *Server) Shutdown() error {
 // server closed (as it does on SHUTDOWN).
 func closedConn(err error) bool {
 	return errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, errEOF)
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF)
 }
 
 // Restart starts the server again on the same port (killing a running one
