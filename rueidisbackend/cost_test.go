@@ -362,7 +362,9 @@ func TestExtendNoLoop(t *testing.T) {
 			defer la.Close()
 			defer lb.Close()
 			const id = "noloop"
-			const ttl = 150 * time.Millisecond // Do extends every 50ms
+			// Do extends every ttl/3, each extend bounded by ttl/3: at
+			// 150ms a 50ms round trip on a loaded machine lost the lease.
+			const ttl = 600 * time.Millisecond
 			const extends = 8
 
 			inFn := make(chan struct{})
