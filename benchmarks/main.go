@@ -87,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "lockbench:", err)
 			return 1
 		}
-		defer srv.Stop()
+		defer srv.Close()
 		*addr, own = srv.Addr, true
 		fmt.Fprintln(stderr, "started redis-server at", *addr)
 		sig := make(chan os.Signal, 1)
@@ -95,7 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer signal.Stop(sig)
 		go func() {
 			if _, ok := <-sig; ok {
-				srv.Stop()
+				srv.Close()
 				os.Exit(130)
 			}
 		}()

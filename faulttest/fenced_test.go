@@ -3,6 +3,7 @@ package faulttest
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,17 +20,27 @@ type resource struct {
 	value    int
 	accepted int
 	rejected int
+	reads    int // reads so far, stale ones included
 }
 
 // read returns the value if fence is not stale, and raises the fence seen.
-func (r *resource) read(fence uint64) (int, bool) {
+// seq numbers the read among all reads.
+func (r *resource) read(fence uint64) (v int, ok bool, seq int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.reads++
 	if fence < r.maxFence {
-		return 0, false
+		return 0, false, r.reads
 	}
 	r.maxFence = fence
-	return r.value, true
+	return r.value, true, r.reads
+}
+
+// readsSince reports whether another read came after read seq.
+func (r *resource) readsSince(seq int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reads > seq
 }
 
 // write stores v if fence is not stale.
@@ -54,9 +65,12 @@ type workloadResult struct {
 }
 
 // runFencedWorkload runs workers that increment the resource's value under
-// the lock (read, pause, write). Every third hold pauses for twice the TTL,
-// like a GC pause, and writes after its lease ended. wrap, if set, wraps
-// each worker's backend.
+// the lock (read, pause, write). Every third hold pauses like a GC pause:
+// until its lease ended (Lost) and another holder has read the resource
+// since (or no other worker is left), then writes. So each paused write
+// surely comes after a newer holder's read, whatever the machine's speed:
+// with working fences it is rejected, with a constant fence it loses an
+// update. wrap, if set, wraps each worker's backend.
 func runFencedWorkload(t *testing.T, e *env, wrap func(backend.Backend) backend.Backend) workloadResult {
 	const workers, rounds = 4, 6
 	ttl := 150 * time.Millisecond
@@ -65,6 +79,8 @@ func runFencedWorkload(t *testing.T, e *env, wrap func(backend.Backend) backend.
 	var mu sync.Mutex
 	var out workloadResult
 	var wg sync.WaitGroup
+	var running atomic.Int32 // workers not finished
+	running.Store(workers)
 	for w := range workers {
 		b := e.backend(e.srv.Addr, clientOpts{})
 		if wrap != nil {
@@ -74,6 +90,7 @@ func runFencedWorkload(t *testing.T, e *env, wrap func(backend.Backend) backend.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer running.Add(-1)
 			for i := range rounds {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				r, err := l.Acquire(ctx, id, ttl)
@@ -83,14 +100,22 @@ func runFencedWorkload(t *testing.T, e *env, wrap func(backend.Backend) backend.
 					return
 				}
 				le := r.Lease
-				v, ok := res.read(le.Fence())
+				v, ok, seq := res.read(le.Fence())
 				pause := (w+i)%3 == 0
 				if pause {
-					// The holder stalls past its lease; another is granted
-					// meanwhile. Wait until the lease is surely over (Lost).
+					// The holder stalls past its lease (Lost), and on until
+					// the next holder has read the resource. The others
+					// are queued, or paused themselves and waiting for a
+					// read after theirs, which this one made: one of them
+					// reads next, unless none is left.
 					<-le.Lost()
-					stall := time.NewTimer(ttl) // and longer: the next holder runs
-					<-stall.C
+					for deadline := time.Now().Add(10 * time.Second); !res.readsSince(seq) && running.Load() > 1; {
+						if time.Now().After(deadline) {
+							t.Errorf("worker %d: no other holder read the resource within 10s after this one's lease ended", w)
+							return
+						}
+						time.Sleep(2 * time.Millisecond) // poll interval of a condition with a deadline
+					}
 				}
 				expired := time.Now().After(le.ValidUntil())
 				wrote := ok && res.write(le.Fence(), v+1)

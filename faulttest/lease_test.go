@@ -44,13 +44,15 @@ func defaultGoRedis(e *env) *redisbackend.Backend {
 func TestDoLeaseLossWithGoRedisDefaults(t *testing.T) {
 	e := newEnv(t, adapters[0])
 	l := e.locker(defaultGoRedis(e), lock.Options{})
-	t.Cleanup(e.srv.Cont) // never leave it stopped
+	t.Cleanup(func() { _ = e.srv.Resume() }) // never leave it stopped
 	const ttl = 500 * time.Millisecond
 	var cancelledAt, validUntil time.Time
 	var cause error
 	lostOpen := false
 	_, err := lock.Do(context.Background(), l, "stall", ttl, func(ctx context.Context, le *lock.Lease) (int, error) {
-		e.srv.Stop()
+		if err := e.srv.Pause(); err != nil {
+			t.Error(err)
+		}
 		<-ctx.Done()
 		cancelledAt, validUntil, cause = time.Now(), le.ValidUntil(), context.Cause(ctx)
 		select {
@@ -60,7 +62,7 @@ func TestDoLeaseLossWithGoRedisDefaults(t *testing.T) {
 		}
 		// Resume once the key has surely expired on the server too: a
 		// release that still found it held would prove fn protected.
-		time.AfterFunc(2*ttl, e.srv.Cont)
+		time.AfterFunc(2*ttl, func() { _ = e.srv.Resume() })
 		return 0, nil
 	}, nil)
 	late := cancelledAt.Sub(validUntil)
@@ -81,12 +83,14 @@ func TestDoLeaseLossWithGoRedisDefaults(t *testing.T) {
 func TestDoReleaseStallIsNoLeaseLoss(t *testing.T) {
 	e := newEnv(t, adapters[0])
 	l := e.locker(defaultGoRedis(e), lock.Options{})
-	t.Cleanup(e.srv.Cont)
+	t.Cleanup(func() { _ = e.srv.Resume() })
 	const ttl = 500 * time.Millisecond
 	var returnedIn time.Duration
 	v, err := lock.Do(context.Background(), l, "release-stall", ttl, func(ctx context.Context, le *lock.Lease) (int, error) {
-		e.srv.Stop()
-		time.AfterFunc(3*ttl, e.srv.Cont)
+		if err := e.srv.Pause(); err != nil {
+			t.Error(err)
+		}
+		time.AfterFunc(3*ttl, func() { _ = e.srv.Resume() })
 		returnedIn = time.Until(le.ValidUntil())
 		return 7, nil
 	}, nil)

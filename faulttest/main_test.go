@@ -24,7 +24,8 @@ import (
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redisproc"
+	"github.com/redislocker/lock/internal/redisserver"
+	"github.com/redislocker/lock/internal/redistest"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -35,6 +36,9 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(envRole); role != "" {
 		os.Exit(runChild(role)) // a re-executed test binary playing a lock client
 	}
+	// These tests start servers and check bounded delays: no other such
+	// test binary runs beside them (the lock ends with the process).
+	redistest.Exclusive()
 	goleak.VerifyTestMain(m)
 }
 
@@ -129,7 +133,7 @@ func forEachAdapter(t *testing.T, f func(t *testing.T, a adapter)) {
 type env struct {
 	t      *testing.T
 	a      adapter
-	srv    *redisproc.Server
+	srv    *redisserver.Server
 	prefix string
 	ks     keys.Keyspace
 	raw    *redis.Client
@@ -138,7 +142,7 @@ type env struct {
 
 func newEnv(t *testing.T, a adapter) *env {
 	t.Helper()
-	srv := redisproc.Start(t)
+	srv := redistest.Launch(t, redisserver.Options{})
 	prefix := "ft:" + strings.NewReplacer("/", ".", " ", "_").Replace(t.Name()) + ":"
 	ks, err := keys.New(prefix)
 	if err != nil {
@@ -210,6 +214,11 @@ func (e *env) holder(id string) string {
 	}
 	return v
 }
+
+// loadSlack is what a loaded 2-core machine under the race detector may
+// add to any timer, wake-up or round trip. Every bound on a delay below is
+// made of what the test sets (TTLs, WaiterTimeouts, heartbeats) plus it.
+const loadSlack = time.Second
 
 // eventually waits until cond holds, polling, and fails after d.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
@@ -300,7 +309,7 @@ func (e *env) startChild(role string, vars map[string]string) *child {
 	for k, v := range vars {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	redisserver.SetDeathSignal(cmd)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -354,6 +363,30 @@ func (c *child) signal(t testing.TB, sig syscall.Signal) {
 	}
 }
 
+// stop SIGSTOPs the child and returns once the kernel shows it stopped:
+// from then on it runs no code (no heartbeat, no extend) until cont.
+func (c *child) stop(t testing.TB) {
+	t.Helper()
+	c.signal(t, syscall.SIGSTOP)
+	if err := redisserver.WaitStopped(c.cmd.Process.Pid, redisserver.PauseTimeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cont resumes a stopped child.
+func (c *child) cont(t testing.TB) {
+	t.Helper()
+	c.signal(t, syscall.SIGCONT)
+}
+
+// must fails t with err, unless it is nil.
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runChild is the body of a child process. It prints one line per event on
 // stdout: "<event> <fields...>".
 func runChild(role string) int {
@@ -382,8 +415,8 @@ func runChild(role string) int {
 	say := func(f string, args ...any) { fmt.Printf(f+"\n", args...) }
 	switch role {
 	case "waiter":
-		// Queue, and report the outcome; when granted, hold until stdin
-		// closes (the parent decides), then release.
+		// Queue, and report the outcome; when granted, report the fence,
+		// release at once and report that too.
 		say("start")
 		res, err := l.Acquire(ctx, id, ttl)
 		switch {

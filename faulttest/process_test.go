@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,25 +35,25 @@ func TestDeadWaiterPurgedWhenProcessStopped(t *testing.T) {
 		live := e.locker(e.backend(e.srv.Addr, clientOpts{}), opts)
 		done := queuedWaiter(t, e, live, id)
 
-		c.signal(t, syscall.SIGSTOP)
+		c.stop(t)
 		stopped := time.Now()
 		if err := r.Lease.Release(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		bound := waiterTimeout + 2*waiterTimeout/3 + 500*time.Millisecond
+		bound := waiterTimeout + 2*waiterTimeout/3 + loadSlack
 		got := recv(t, done, bound+2*time.Second, "L3: the live waiter granted after the stopped one was purged")
 		at := time.Since(stopped)
 		if !got.Acquired {
 			t.Fatal("L3: live waiter not granted")
 		}
 		if at > bound {
-			t.Errorf("L3: the live waiter was granted %v after the head stopped; bound WaiterTimeout + 2 heartbeats = %v", at, bound)
+			t.Errorf("L3: the live waiter was granted %v after the head stopped; bound WaiterTimeout + 2 heartbeats + slack = %v", at, bound)
 		}
 		t.Logf("live waiter granted %v after the head process stopped (WaiterTimeout %v)", at, waiterTimeout)
 
 		// SIGCONT: the stopped waiter must re-queue (its entry is gone)
 		// and get the lock once the live waiter releases: never hang.
-		c.signal(t, syscall.SIGCONT)
+		c.cont(t)
 		// Never hangs: within 5 s it re-queues, or it ends with a clear
 		// error (a client whose connection timed out while it was stopped
 		// fails its re-check, as a backend failure may).
@@ -109,7 +108,7 @@ func TestStoppedHolderLosesLeaseHonestly(t *testing.T) {
 			const ttl = 500 * time.Millisecond
 			c := e.startChild("holder", map[string]string{envID: id, envTTL: ttl.String(), envWaiter: "3s"})
 			f := c.expect(t, "granted", 10*time.Second)
-			c.signal(t, syscall.SIGSTOP)
+			c.stop(t)
 			fence, _ := strconv.ParseUint(f[0], 10, 64)
 			vu, _ := strconv.ParseInt(f[1], 10, 64)
 			validUntil := time.Unix(0, vu)
@@ -128,12 +127,12 @@ func TestStoppedHolderLosesLeaseHonestly(t *testing.T) {
 			if r.Lease.Fence() <= fence {
 				t.Fatalf("S3: new fence %d not above the stopped holder's %d", r.Lease.Fence(), fence)
 			}
-			c.signal(t, syscall.SIGCONT)
+			c.cont(t)
 			resumed := time.Now()
 			lost := c.expect(t, "lost", 5*time.Second)
 			lostAt, _ := strconv.ParseInt(lost[0], 10, 64)
-			if d := time.Unix(0, lostAt).Sub(resumed); d > time.Second {
-				t.Errorf("S5: Lost fired %v after SIGCONT, with ValidUntil long past", d)
+			if d := time.Unix(0, lostAt).Sub(resumed); d > loadSlack {
+				t.Errorf("S5: Lost fired %v after SIGCONT, with ValidUntil long past (bound: slack %v)", d, loadSlack)
 			}
 			if got := c.expect(t, "extend", 5*time.Second); got[0] != "notheld" {
 				t.Errorf("S4: the stale holder's Extend = %s, want notheld", got[0])
@@ -164,8 +163,8 @@ func TestStoppedHolderLosesLeaseHonestly(t *testing.T) {
 			grantedAt := time.Now()
 			// The runtime timer fires at ValidUntil; allow for scheduling
 			// delay on a loaded 2-core machine under -race.
-			if lostAt.After(r.Lease.ValidUntil().Add(250 * time.Millisecond)) {
-				t.Errorf("S5: Lost fired at %v, after ValidUntil %v", lostAt, r.Lease.ValidUntil())
+			if lostAt.After(r.Lease.ValidUntil().Add(loadSlack)) {
+				t.Errorf("S5: Lost fired %v after ValidUntil (bound: slack %v)", lostAt.Sub(r.Lease.ValidUntil()), loadSlack)
 			}
 			if grantedAt.Before(lostAt) {
 				t.Errorf("S2/S5: the waiter was granted before the holder's Lost fired")

@@ -311,7 +311,7 @@ func testHolderExpires(t *testing.T, a adapter) {
 	}
 	w := e.locker(e.backend(e.srv.Addr, clientOpts{}), slow)
 	done := queuedWaiter(t, e, w, id)
-	bound := ttl + time.Millisecond + 250*time.Millisecond
+	bound := ttl + time.Millisecond + loadSlack
 	got := recv(t, done, time.Until(sent.Add(bound))+time.Second, "waiter granted after the holder expired")
 	at := time.Since(sent)
 	if !got.Acquired {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -336,35 +337,54 @@ func TestPurgeEveryExpiredWaiter(t *testing.T) {
 	e := newEnv(t)
 	const limit, dead = 10, 25
 	b, _ := e.backend(&Options{PurgeLimit: limit})
-	k := b.keyNames("p")
-	mustAcquire(t, b, req("p", "holder", false))
-	short := req("p", "", true)
-	short.WaiterTTL = 30 * time.Millisecond
-	for i := range dead {
-		short.Token = fmt.Sprintf("dead-%02d", i)
-		mustAcquire(t, b, short)
-	}
-	mustAcquire(t, b, req("p", "live", true)) // 10s waiter TTL
-	deadlines := e.raw.ZRangeWithScores(ctx, k.Deadlines, 0, -1).Val()
+	// The setup must end before the first dead waiter's deadline, or an
+	// enqueue step purges some already. On a loaded machine it may not:
+	// then try again on a fresh id with a doubled waiter TTL.
+	var k keys.ID
+	var id string
 	var latestDead float64
-	for _, z := range deadlines {
-		if strings.HasPrefix(z.Member.(string), "dead-") && z.Score > latestDead {
-			latestDead = z.Score
+	for ttl := 30 * time.Millisecond; ; ttl *= 2 {
+		id = fmt.Sprint("p", ttl.Milliseconds())
+		k = b.keyNames(id)
+		mustAcquire(t, b, req(id, "holder", false))
+		short := req(id, "", true)
+		short.WaiterTTL = ttl
+		for i := range dead {
+			short.Token = fmt.Sprintf("dead-%02d", i)
+			mustAcquire(t, b, short)
 		}
+		mustAcquire(t, b, req(id, "live", true)) // 10s waiter TTL
+		setupEnd := float64(e.serverMillis())
+		deadlines := e.raw.ZRangeWithScores(ctx, k.Deadlines, 0, -1).Val()
+		earliestDead := math.Inf(1)
+		latestDead = 0
+		for _, z := range deadlines {
+			if strings.HasPrefix(z.Member.(string), "dead-") {
+				earliestDead = min(earliestDead, z.Score)
+				latestDead = max(latestDead, z.Score)
+			}
+		}
+		if len(deadlines) == dead+1 && setupEnd < earliestDead {
+			break
+		}
+		if ttl > 5*time.Second {
+			t.Fatalf("the setup of %d waiters outlasted a %v waiter TTL", dead, ttl)
+		}
+		t.Logf("setup outlasted the dead waiters' %v TTL (%d of %d deadlines left): again with %v", ttl, len(deadlines), dead+1, 2*ttl)
 	}
 	eventually(t, "the server's clock passes the dead waiters' deadlines", func() bool {
 		return float64(e.serverMillis()) > latestDead
 	})
 	// Each step purges at most `limit`; the live waiter stays.
 	for want := int64(dead + 1 - limit); want > 1-limit; want -= limit {
-		if _, err := b.Heartbeat(ctx, []backend.Waiter{wt("p", "live")}, 10*time.Second); err != nil {
+		if _, err := b.Heartbeat(ctx, []backend.Waiter{wt(id, "live")}, 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		if n := e.raw.ZCard(ctx, k.Queue).Val(); n != max(want, 1) {
 			t.Fatalf("queue has %d entries after a purge step, want %d (limit %d per step)", n, max(want, 1), limit)
 		}
 	}
-	if _, err := b.Heartbeat(ctx, []backend.Waiter{wt("p", "live")}, 10*time.Second); err != nil {
+	if _, err := b.Heartbeat(ctx, []backend.Waiter{wt(id, "live")}, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.raw.ZRange(ctx, k.Queue, 0, -1).Val(); len(got) != 1 || got[0] != "live" {
@@ -373,10 +393,10 @@ func TestPurgeEveryExpiredWaiter(t *testing.T) {
 	if got := e.raw.ZRange(ctx, k.Deadlines, 0, -1).Val(); len(got) != 1 || got[0] != "live" {
 		t.Fatalf("deadlines after purging = %v, want only the live waiter", got)
 	}
-	if err := b.Release(ctx, "p", "holder"); err != nil {
+	if err := b.Release(ctx, id, "holder"); err != nil {
 		t.Fatal(err)
 	}
-	if g := mustAcquire(t, b, req("p", "live", true)); !g.Acquired {
+	if g := mustAcquire(t, b, req(id, "live", true)); !g.Acquired {
 		t.Fatalf("the live waiter behind purged ones was not granted: %+v", g)
 	}
 }

@@ -35,10 +35,11 @@ func TestConformance(t *testing.T) {
 //     ever granted the id), no-lost-wakeup case (b) (a lease that expires
 //     without a release never frees the lock) and no-state-left (the lock
 //     key of an expired lease stays). The harness therefore moves miniredis's
-//     clock with the wall clock (internal/embedredis, also the quick start's
-//     server: FastForward every 2 ms); a TTL then ends at
-//     most one tick late, which is on the safe side of every property, and
-//     all properties run. Exact expiry timing (S2's bound) is only proven by
+//     clock with the wall clock (internal/embedredis: FastForward when a
+//     command's bytes arrive, and every 2 ms). A TTL then ends no earlier
+//     than its length after the command that set it arrived, and at most
+//     one tick late when nobody asks: on the safe side of every property,
+//     and all properties run. Exact expiry timing (S2's bound) is only proven by
 //     TestConformance on a real server.
 //   - TIME follows the wall clock, so waiter deadlines (L3) need nothing.
 //   - Its Lua is gopher-lua, not Redis's Lua 5.1; the scripts run on both.

@@ -4,27 +4,37 @@
 // Redis adapters' tests use it to run the conformance suite without a
 // server.
 //
-// miniredis on its own never expires a key unless told to (FastForward);
-// Server moves its clock forward every Tick, so a TTL ends at most one tick
-// late: on the safe side of every lock guarantee, but not exact.
+// miniredis on its own never expires a key unless told to (FastForward),
+// and FastForward charges every key alike. Server moves the clock each
+// time bytes arrive from a client, before miniredis reads them, and every
+// Tick in between. A key set by a command is therefore charged only time
+// after the command's bytes arrived: it expires no earlier than its TTL
+// after that, and at most one tick late when nobody asks. Expiry errs
+// late, never early: on the safe side of every lock guarantee, but not
+// exact.
 package embedredis
 
 import (
+	"net"
 	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 )
 
-// Tick is how often a Server moves miniredis's clock.
+// Tick is how often a Server moves miniredis's clock between commands.
 const Tick = 2 * time.Millisecond
 
 // Server is a running miniredis with a wall-clock pump.
 type Server struct {
 	m    *miniredis.Miniredis
+	ln   net.Listener
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+
+	clock sync.Mutex // serializes reading the time and charging it
+	last  time.Time  // the time charged up to
 }
 
 // Start starts a miniredis on a free loopback port and its clock pump.
@@ -33,36 +43,83 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{m: m, stop: make(chan struct{})}
-	s.wg.Add(1)
+	// Clients dial a listener of ours, whose connections move the clock
+	// when bytes arrive; miniredis serves them as its own.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	s := &Server{m: m, ln: ln, stop: make(chan struct{}), last: time.Now()}
+	s.wg.Add(2)
 	go s.pump()
+	go s.accept()
 	return s, nil
 }
 
 // Addr returns the host:port to dial.
-func (s *Server) Addr() string { return s.m.Addr() }
+func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Close stops the pump and the server. It is idempotent.
 func (s *Server) Close() {
 	s.once.Do(func() {
 		close(s.stop)
+		_ = s.ln.Close()
 		s.wg.Wait()
-		s.m.Close()
+		s.m.Close() // closes the connections it serves
 	})
+}
+
+// advance charges miniredis's keys the time since the last charge. The
+// time is read and charged under one lock, so charges never overlap: a
+// key set after a charge is never charged for time before it.
+func (s *Server) advance() {
+	s.clock.Lock()
+	defer s.clock.Unlock()
+	now := time.Now()
+	if d := now.Sub(s.last); d > 0 {
+		s.m.FastForward(d)
+		s.last = now
+	}
+}
+
+// accept hands each connection to miniredis, wrapped in a clockConn.
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.m.Server().ServeConn(clockConn{c, s})
+	}
+}
+
+// clockConn moves the clock after each read that brought bytes, before
+// miniredis parses them: the commands they hold run after the charge.
+type clockConn struct {
+	net.Conn
+	s *Server
+}
+
+func (c clockConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.s.advance()
+	}
+	return n, err
 }
 
 func (s *Server) pump() {
 	defer s.wg.Done()
-	last := time.Now()
 	t := time.NewTicker(Tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
-		case now := <-t.C:
-			s.m.FastForward(now.Sub(last))
-			last = now
+		case <-t.C:
+			s.advance()
 		}
 	}
 }

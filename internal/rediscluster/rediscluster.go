@@ -18,6 +18,7 @@ package rediscluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -33,6 +34,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/redisserver"
+	"github.com/redislocker/lock/internal/redistest"
 )
 
 // Options shape a cluster.
@@ -47,14 +50,12 @@ type Options struct {
 	NodeTimeout time.Duration
 }
 
-// Node is one redis-server of a cluster.
+// Node is one redis-server of a cluster. Those this package started have
+// a process (kill, pause, resume); those of REDIS_CLUSTER_ADDRS do not.
 type Node struct {
 	Addr string // host:port of clients
 
-	cmd     *exec.Cmd
-	logPath string
-	stopped chan struct{}
-	waitErr error
+	proc *redisserver.Server // nil for a node of an external cluster
 }
 
 // Cluster is a running Redis Cluster.
@@ -104,14 +105,16 @@ func Shared(t testing.TB) *Cluster {
 		shared, sharedErr = start(SharedOptions, dir, true)
 	})
 	if sharedErr != nil {
-		unavailable(t, sharedErr)
+		fail(t, sharedErr)
 	}
 	return shared
 }
 
-// Main runs the tests and then stops the shared cluster, if one was
-// started. Use it as: func TestMain(m *testing.M) { os.Exit(rediscluster.Main(m)) }.
+// Main takes the machine-wide lock of the test binaries that start
+// redis-servers (see redistest.Exclusive), runs the tests and then stops
+// the shared cluster, if one was started. Use it as: func TestMain(m *testing.M) { os.Exit(rediscluster.Main(m)) }.
 func Main(m *testing.M) int {
+	redistest.Exclusive()
 	code := m.Run()
 	if shared != nil {
 		shared.Stop()
@@ -124,7 +127,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	t.Helper()
 	c, err := start(o, t.TempDir(), false)
 	if err != nil {
-		unavailable(t, err)
+		fail(t, err)
 	}
 	t.Cleanup(c.Stop)
 	return c
@@ -163,30 +166,42 @@ func (c *Cluster) Stop() {
 }
 
 func (n *Node) kill() {
-	if n.cmd == nil {
-		return
+	if n.proc != nil {
+		n.proc.Close()
 	}
-	_ = n.cmd.Process.Kill()
-	<-n.stopped
 }
 
-func unavailable(t testing.TB, err error) {
+// Kill kills the node's process and waits for it to exit.
+func (n *Node) Kill() { n.kill() }
+
+// Pause stops the node's process (SIGSTOP) and returns once the kernel
+// shows it stopped: it answers nothing, and a replica acknowledges
+// nothing, until Resume.
+func (n *Node) Pause() error {
+	if n.proc == nil {
+		return fmt.Errorf("rediscluster: node %s was not started here", n.Addr)
+	}
+	return n.proc.Pause()
+}
+
+// Resume continues a paused node's process (SIGCONT).
+func (n *Node) Resume() error {
+	if n.proc == nil {
+		return fmt.Errorf("rediscluster: node %s was not started here", n.Addr)
+	}
+	return n.proc.Resume()
+}
+
+func (n *Node) exited() bool { return n.proc != nil && !n.proc.Running() }
+
+// fail ends t for err, an error of starting a cluster: a skip (or, with
+// CI set, a failure) when a binary is missing.
+func fail(t testing.TB, err error) {
 	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("rediscluster: no Redis Cluster (CI is set, so this fails instead of skipping): %v", err)
+	if errors.Is(err, redisserver.ErrNoBinary) {
+		err = fmt.Errorf("%w (install redis-server and redis-cli, or set REDIS_CLUSTER_ADDRS)", err)
 	}
-	t.Skipf("rediscluster: no Redis Cluster, skipping (install redis-server and redis-cli, or set REDIS_CLUSTER_ADDRS): %v", err)
-}
-
-func binary(env, name string) (string, error) {
-	if p := os.Getenv(env); p != "" {
-		return p, nil
-	}
-	p, err := exec.LookPath(name)
-	if err != nil {
-		return "", fmt.Errorf("%s not found in PATH (or set %s): %w", name, env, err)
-	}
-	return p, nil
+	redistest.Fail(t, err)
 }
 
 // startTimeout bounds the whole start of a cluster.
@@ -202,11 +217,11 @@ func start(o Options, dir string, rmDir bool) (c *Cluster, err error) {
 	if o.NodeTimeout == 0 {
 		o.NodeTimeout = 3 * time.Second
 	}
-	server, err := binary("REDIS_SERVER", "redis-server")
+	server, err := redisserver.Binary()
 	if err != nil {
 		return nil, err
 	}
-	cli, err := binary("REDIS_CLI", "redis-cli")
+	cli, err := redisserver.LookBinary("REDIS_CLI", "redis-cli")
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +234,7 @@ func start(o Options, dir string, rmDir bool) (c *Cluster, err error) {
 		}
 	}()
 	for i := range o.Masters * (1 + o.Replicas) {
-		n, err := startNode(ctx, server, filepath.Join(dir, fmt.Sprint("node", i)), o.NodeTimeout)
+		n, err := startNode(server, filepath.Join(dir, fmt.Sprint("node", i)), o.NodeTimeout)
 		if err != nil {
 			return c, err
 		}
@@ -229,7 +244,7 @@ func start(o Options, dir string, rmDir bool) (c *Cluster, err error) {
 	args = append(args, "--cluster-replicas", fmt.Sprint(o.Replicas), "--cluster-yes")
 	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
 	if err != nil {
-		return c, fmt.Errorf("redis-cli --cluster create: %v: %s", err, tail(string(out)))
+		return c, fmt.Errorf("redis-cli --cluster create: %v: %s", err, redisserver.Tail(string(out)))
 	}
 	if err := c.WaitHealthy(ctx); err != nil {
 		return c, err
@@ -237,14 +252,14 @@ func start(o Options, dir string, rmDir bool) (c *Cluster, err error) {
 	return c, nil
 }
 
-func startNode(ctx context.Context, bin, dir string, nodeTimeout time.Duration) (*Node, error) {
-	return startProcess(ctx, bin, dir, func(port int) ([]string, error) {
-		bus, err := freePort()
+func startNode(bin, dir string, nodeTimeout time.Duration) (*Node, error) {
+	return startProcess(bin, dir, func(port int, logPath string) ([]string, error) {
+		bus, err := redisserver.FreePort()
 		if err != nil {
 			return nil, err
 		}
 		_ = os.Remove(filepath.Join(dir, "nodes.conf")) // from a failed attempt
-		return append(serverArgs(port, dir),
+		return append(redisserver.DefaultArgs(port, dir, logPath),
 			"--cluster-port", fmt.Sprint(bus), // explicit: port+10000 may be taken or out of range
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf", // relative to --dir
@@ -253,71 +268,19 @@ func startNode(ctx context.Context, bin, dir string, nodeTimeout time.Duration) 
 	})
 }
 
-// serverArgs are the flags of every redis-server this package starts: on
-// port, loopback only, no persistence, fast replica syncs, files in dir.
-func serverArgs(port int, dir string) []string {
-	return []string{
-		"--port", fmt.Sprint(port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--repl-diskless-sync", "yes",
-		"--repl-diskless-sync-delay", "0",
-		"--dir", dir,
-		"--logfile", filepath.Join(dir, "redis.log"),
-		"--daemonize", "no",
-	}
-}
-
-// startProcess starts bin with the arguments args returns for a free
-// port, in dir, and waits until it answers PING; it tries three ports.
-func startProcess(ctx context.Context, bin, dir string, args func(port int) ([]string, error)) (*Node, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	var last error
-	for range 3 { // a free port can be taken before the server binds it
-		n, err := startProcessOnce(ctx, bin, dir, args)
-		if err == nil {
-			return n, nil
-		}
-		last = err
-	}
-	return nil, last
-}
-
-func startProcessOnce(ctx context.Context, bin, dir string, args func(port int) ([]string, error)) (*Node, error) {
-	port, err := freePort()
+// startProcess starts bin with the arguments argv returns, in dir, on a
+// free port, with redisserver.Start (nil argv: a plain server).
+func startProcess(bin, dir string, argv func(port int, logPath string) ([]string, error)) (*Node, error) {
+	p, err := redisserver.Start(redisserver.Options{Binary: bin, Dir: dir, Argv: argv})
 	if err != nil {
 		return nil, err
 	}
-	a, err := args(port)
-	if err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(dir, "redis.log")
-	cmd := exec.Command(bin, a...)
-	setDeathSignal(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, logPath: logPath, stopped: make(chan struct{})}
-	go func() {
-		n.waitErr = cmd.Wait()
-		close(n.stopped)
-	}()
-	err = until(ctx, 10*time.Second, func() error { return ping(ctx, n.Addr) }, n.stopped)
-	if err != nil {
-		n.kill()
-		log, _ := os.ReadFile(logPath)
-		return nil, fmt.Errorf("node %s: %v: %s", n.Addr, err, tail(string(log)))
-	}
-	return n, nil
+	return &Node{Addr: p.Addr, proc: p}, nil
 }
 
-// until calls f every 10 ms until it returns nil, d passes, ctx ends or
-// stop is closed, and returns f's last error in the latter cases.
-func until(ctx context.Context, d time.Duration, f func() error, stop <-chan struct{}) error {
+// until calls f every 10 ms until it returns nil, d passes or ctx ends,
+// and returns f's last error in the latter cases.
+func until(ctx context.Context, d time.Duration, f func() error) error {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -332,27 +295,9 @@ func until(ctx context.Context, d time.Duration, f func() error, stop <-chan str
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
 		case <-deadline.C:
 			return fmt.Errorf("not within %v: %w", d, err)
-		case <-stop:
-			return fmt.Errorf("process exited (last: %v)", err)
 		case <-tick.C:
 		}
 	}
-}
-
-func tail(s string) string {
-	if len(s) > 2000 {
-		return s[len(s)-2000:]
-	}
-	return s
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // client returns a client of one node, without redirects: the admin
@@ -474,7 +419,7 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 			}
 		}
 		return nil
-	}, nil)
+	})
 }
 
 // tagOf returns a hash tag whose slot is slot.

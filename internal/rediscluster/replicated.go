@@ -9,10 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// Kill kills the node's process and waits for it to exit.
-func (n *Node) Kill() { n.kill() }
+	"github.com/redislocker/lock/internal/redisserver"
+)
 
 // ReplicatedOptions shape a master with replicas and Sentinels.
 type ReplicatedOptions struct {
@@ -51,31 +50,35 @@ func StartReplicated(t testing.TB, o ReplicatedOptions) *Replicated {
 	if o.Replicas == 0 {
 		o.Replicas = 1
 	}
-	bin, err := binary("REDIS_SERVER", "redis-server")
+	bin, err := redisserver.Binary()
 	if err != nil {
-		unavailable(t, err)
+		fail(t, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	r := &Replicated{}
 	t.Cleanup(r.Stop)
 	dir := t.TempDir()
-	r.Master, err = startProcess(ctx, bin, filepath.Join(dir, "master"), func(port int) ([]string, error) {
-		return serverArgs(port, filepath.Join(dir, "master")), nil
-	})
+	r.Master, err = startProcess(bin, filepath.Join(dir, "master"), nil)
 	if err != nil {
-		unavailable(t, err)
+		fail(t, err)
 	}
 	host, port, _ := strings.Cut(r.Master.Addr, ":")
 	r.via = r.Master.Addr
+	// Sentinels re-point a replica that replicates from another address
+	// than the master's (+fix-slave-config) once failover-timeout has
+	// passed since they first saw it: behind a proxy, only a timeout
+	// longer than any test keeps the replica behind it.
+	failoverTimeout := 3 * time.Second
 	if o.Via != nil {
 		r.via = o.Via(r.Master.Addr)
+		failoverTimeout = time.Hour
 	}
 	vhost, vport, _ := strings.Cut(r.via, ":")
 	for i := range o.Replicas {
 		d := filepath.Join(dir, fmt.Sprint("replica", i))
-		n, err := startProcess(ctx, bin, d, func(p int) ([]string, error) {
-			return append(serverArgs(p, d), "--replicaof", vhost, vport), nil
+		n, err := startProcess(bin, d, func(p int, logPath string) ([]string, error) {
+			return append(redisserver.DefaultArgs(p, d, logPath), "--replicaof", vhost, vport), nil
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -84,14 +87,15 @@ func StartReplicated(t testing.TB, o ReplicatedOptions) *Replicated {
 	}
 	for i := range o.Sentinels {
 		d := filepath.Join(dir, fmt.Sprint("sentinel", i))
-		n, err := startProcess(ctx, bin, d, func(p int) ([]string, error) {
+		n, err := startProcess(bin, d, func(p int, logPath string) ([]string, error) {
 			conf := filepath.Join(d, "sentinel.conf")
 			text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s\n"+
 				"sentinel monitor %s %s %s %d\n"+
 				"sentinel down-after-milliseconds %s 1000\n"+
-				"sentinel failover-timeout %s 3000\n"+
+				"sentinel failover-timeout %s %d\n"+
 				"sentinel parallel-syncs %s 1\n",
-				p, d, filepath.Join(d, "redis.log"), MasterName, host, port, o.Sentinels/2+1, MasterName, MasterName, MasterName)
+				p, d, logPath, MasterName, host, port, o.Sentinels/2+1, MasterName, MasterName,
+				failoverTimeout.Milliseconds(), MasterName)
 			if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 				return nil, err
 			}
@@ -178,7 +182,7 @@ func (r *Replicated) WaitSynced(ctx context.Context) error {
 			}
 		}
 		return nil
-	}, nil)
+	})
 }
 
 // SentinelMaster returns the master the first Sentinel names.
@@ -229,15 +233,6 @@ func onlineOn(info, addr string) bool {
 func portOf(addr string) string {
 	_, p, _ := strings.Cut(addr, ":")
 	return p
-}
-
-func (n *Node) exited() bool {
-	select {
-	case <-n.stopped:
-		return true
-	default:
-		return false
-	}
 }
 
 // Stop kills every process (a paused one too). It is idempotent.

@@ -4,13 +4,15 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/redislocker/lock/internal/redisserver"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
 
 func TestAddrAnswersPing(t *testing.T) {
 	addr := Addr(t)
-	if err := ping(addr); err != nil {
+	if err := redisserver.Ping(addr); err != nil {
 		t.Fatalf("shared server %s: %v", addr, err)
 	}
 	if again := Addr(t); again != addr {
@@ -20,11 +22,11 @@ func TestAddrAnswersPing(t *testing.T) {
 
 func TestStartAndStop(t *testing.T) {
 	s := Start(t)
-	if err := ping(s.Addr); err != nil {
+	if err := redisserver.Ping(s.Addr); err != nil {
 		t.Fatalf("private server %s: %v", s.Addr, err)
 	}
 	s.Stop()
-	if err := ping(s.Addr); err == nil {
+	if err := redisserver.Ping(s.Addr); err == nil {
 		t.Fatalf("server %s still answers after Stop", s.Addr)
 	}
 	s.Stop() // idempotent
