@@ -327,12 +327,6 @@ func streaming(ctx context.Context, addr, tag string, replicas int) error {
 	return nil
 }
 
-func ping(ctx context.Context, addr string) error {
-	c := client(addr)
-	defer c.Close()
-	return c.Ping(ctx).Err()
-}
-
 // Do runs one command on the node at addr (no redirects) and returns its
 // reply.
 func (c *Cluster) Do(ctx context.Context, addr string, args ...any) (any, error) {
