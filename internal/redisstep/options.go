@@ -34,6 +34,8 @@ type Config struct {
 	publish      scripts.Publish
 	waitReplicas int
 	waitTimeout  time.Duration
+	tracking     bool
+	consts       scripts.Consts // the scripts' constant arguments, formatted once
 }
 
 // Validate checks o, fills in the defaults and returns the Config. name
@@ -73,8 +75,23 @@ func Validate(name string, o Options) (Config, error) {
 			return Config{}, fmt.Errorf("%s: Options.WaitTimeout %v is below WAIT's resolution of 1ms", name, c.waitTimeout)
 		}
 	}
+	c.consts = scripts.NewConsts(c.maxWaiters, c.purgeLimit, c.publish, false)
 	return c, nil
 }
+
+// WithTracking returns c for a client-side-caching connection whose
+// waiters learn of a lease's end by the invalidation of the lock key
+// (rueidis in tracking mode). Its grants and extends then read the lock
+// key again after writing it, one server command more each (see
+// scripts.NewConsts).
+func (c Config) WithTracking() Config {
+	c.tracking = true
+	c.consts = scripts.NewConsts(c.maxWaiters, c.purgeLimit, c.publish, true)
+	return c
+}
+
+// Tracking reports whether c is for a tracking connection (WithTracking).
+func (c Config) Tracking() bool { return c.tracking }
 
 // Keyspace returns the key names in use.
 func (c Config) Keyspace() keys.Keyspace { return c.ks }
