@@ -2,9 +2,11 @@ package clustertest
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -13,6 +15,7 @@ import (
 	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/rediscluster"
+	"github.com/redislocker/lock/internal/scripts"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -119,7 +122,13 @@ func (h *goRedisHarness) StateLeft(t *testing.T, id string) []string {
 	})
 }
 
-// stateLeft scans every master for id's keys other than the counters.
+// suiteLease is above the longest lease the conformance suite takes (a
+// minute): an id's fence key expires within scripts.FenceIdle of it.
+const suiteLease = 10 * time.Minute
+
+// stateLeft scans every master for id's keys, but for a fence key that
+// expires within its documented bound (scripts.FenceKeyExpires): a fence
+// key with no TTL is state left.
 func stateLeft(t *testing.T, ks keys.Keyspace, id string, each func(func(addr string, c redis.Cmdable) error) error) []string {
 	var mu sync.Mutex
 	var left []string
@@ -128,7 +137,14 @@ func stateLeft(t *testing.T, ks keys.Keyspace, id string, each func(func(addr st
 		for iter.Next(ctx) {
 			k := iter.Val()
 			if _, suffix, err := ks.Parse(k); err == nil && suffix == keys.SuffixCounters {
-				continue
+				pttl, err := c.PTTL(ctx, k).Result()
+				if err != nil {
+					return err
+				}
+				if pttl == -2 || scripts.FenceKeyExpires(pttl, suiteLease) {
+					continue // gone since the SCAN, or expiring
+				}
+				k = fmt.Sprintf("%s (PTTL %v)", k, pttl)
 			}
 			mu.Lock()
 			left = append(left, k)

@@ -2,8 +2,10 @@ package redisbackend
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/redislocker/lock/internal/embedredis"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/scripts"
 )
 
 // TestConformance runs the shared suite against a real redis-server: the
@@ -99,8 +102,13 @@ func (h *redisHarness) ExpireNow(t *testing.T, id string) {
 	}
 }
 
-// StateLeft returns id's keys other than the counters hash, which is the
-// documented key that stays (fence and ticket must never go backwards).
+// suiteLease is above the longest lease the conformance suite takes (a
+// minute): an id's fence key expires within scripts.FenceIdle of it.
+const suiteLease = 10 * time.Minute
+
+// StateLeft returns id's keys, but for a fence key that expires within
+// its documented bound (scripts.FenceKeyExpires): a fence key with no
+// TTL is state left.
 func (h *redisHarness) StateLeft(t *testing.T, id string) []string {
 	ctx := context.Background()
 	var left []string
@@ -108,7 +116,14 @@ func (h *redisHarness) StateLeft(t *testing.T, id string) []string {
 	for iter.Next(ctx) {
 		k := iter.Val()
 		if _, suffix, err := h.ks.Parse(k); err == nil && suffix == keys.SuffixCounters {
-			continue
+			pttl, err := h.raw.PTTL(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pttl == -2 || scripts.FenceKeyExpires(pttl, suiteLease) {
+				continue // gone since the SCAN, or expiring
+			}
+			k = fmt.Sprintf("%s (PTTL %v)", k, pttl)
 		}
 		left = append(left, k)
 	}
@@ -117,4 +132,33 @@ func (h *redisHarness) StateLeft(t *testing.T, id string) []string {
 	}
 	sort.Strings(left)
 	return left
+}
+
+// TestStateLeftFenceKey: the harness's StateChecker passes over a fence
+// key that expires within its bound, and reports one with no TTL or a
+// longer one, as it reports every other key.
+func TestStateLeftFenceKey(t *testing.T) {
+	h := newRedisHarness(t, redistest.Addr(t))
+	ctx := context.Background()
+	k := h.ks.For("x")
+	t.Cleanup(func() { h.raw.Del(ctx, k.Counters, k.Lock) })
+	if err := h.raw.HSet(ctx, k.Counters, "fence", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if left := h.StateLeft(t, "x"); len(left) != 1 {
+		t.Fatalf("a fence key with no TTL: StateLeft = %q, want it reported", left)
+	}
+	h.raw.PExpire(ctx, k.Counters, scripts.FenceIdle)
+	if left := h.StateLeft(t, "x"); len(left) != 0 {
+		t.Fatalf("a fence key expiring within %v: StateLeft = %q, want nothing", scripts.FenceIdle, left)
+	}
+	h.raw.PExpire(ctx, k.Counters, 3*scripts.FenceIdle)
+	if left := h.StateLeft(t, "x"); len(left) != 1 {
+		t.Fatalf("a fence key expiring in %v: StateLeft = %q, want it reported", 3*scripts.FenceIdle, left)
+	}
+	h.raw.PExpire(ctx, k.Counters, time.Minute)
+	h.raw.Set(ctx, k.Lock, "T", time.Minute)
+	if left := h.StateLeft(t, "x"); len(left) != 1 || left[0] != k.Lock {
+		t.Fatalf("a lock key: StateLeft = %q, want [%s]", left, k.Lock)
+	}
 }
