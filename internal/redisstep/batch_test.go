@@ -57,8 +57,9 @@ func (b *batchClient) Cluster() bool { return b.cluster }
 
 // AcquireBatch sends one acquire_many call per chunk of at most
 // scripts.MaxAcquireBatch requests on one server, and one per hash slot on
-// a cluster, all in one round trip; the results come back in request
-// order, with ErrQueueFull per request.
+// a cluster, and one per request on a tracking connection, all in one
+// round trip; the results come back in request order, with ErrQueueFull
+// per request.
 func TestAcquireBatchGroups(t *testing.T) {
 	const n = 2*scripts.MaxAcquireBatch + 2
 	reqs := make([]backend.AcquireRequest, n)
@@ -73,15 +74,26 @@ func TestAcquireBatchGroups(t *testing.T) {
 	for _, r := range reqs {
 		slots[keys.SlotOf(r.ID)]++
 	}
-	wantCalls := map[bool]int{false: 3} // 64 + 64 + 2
+	bySlot := 0
 	for _, c := range slots {
-		wantCalls[true] += (c + scripts.MaxAcquireBatch - 1) / scripts.MaxAcquireBatch
+		bySlot += (c + scripts.MaxAcquireBatch - 1) / scripts.MaxAcquireBatch
 	}
-	for _, cluster := range []bool{false, true} {
-		t.Run(fmt.Sprint("cluster=", cluster), func(t *testing.T) {
+	for _, tc := range []struct {
+		cluster, tracking bool
+		calls             int
+	}{
+		{false, false, 3}, // 64 + 64 + 2
+		{true, false, bySlot},
+		{false, true, n}, // one per request on a tracking connection
+	} {
+		cluster := tc.cluster
+		t.Run(fmt.Sprintf("cluster=%v,tracking=%v", tc.cluster, tc.tracking), func(t *testing.T) {
 			cfg, err := Validate("test", Options{})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.tracking {
+				cfg = cfg.WithTracking()
 			}
 			c := &batchClient{cluster: cluster}
 			s := New(cfg, c, nil, Hooks{})
@@ -89,8 +101,8 @@ func TestAcquireBatchGroups(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(c.trips) != 1 || len(c.trips[0]) != wantCalls[cluster] {
-				t.Fatalf("%d round trips, the first of %d calls; want 1 of %d", len(c.trips), len(c.trips[0]), wantCalls[cluster])
+			if len(c.trips) != 1 || len(c.trips[0]) != tc.calls {
+				t.Fatalf("%d round trips, the first of %d calls; want 1 of %d", len(c.trips), len(c.trips[0]), tc.calls)
 			}
 			for _, call := range c.trips[0] {
 				if len(call.Keys) > 4*scripts.MaxAcquireBatch {

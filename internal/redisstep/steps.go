@@ -205,7 +205,9 @@ func (s *Steps) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterT
 // AcquireBatch runs the acquire_many script: one call per chunk of up to
 // scripts.MaxAcquireBatch requests on one server, one per hash slot (and
 // chunk) on Redis Cluster, all in one round trip (one per master on a
-// cluster). ErrQueueFull is reported per request, in BatchGrant.Err.
+// cluster). On a tracking connection each request is a call of its own
+// (see Config.WithTracking). ErrQueueFull is reported per request, in
+// BatchGrant.Err.
 func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
 	if err := Check(s, ctx); err != nil {
 		return nil, err
@@ -213,7 +215,7 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), scripts.MaxAcquireBatch)
+	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), s.cfg.batchLimit)
 	calls := make([]Call, len(groups))
 	for i, g := range groups {
 		k, a := s.cfg.consts.AcquireMany(s.cfg.ks, g)
