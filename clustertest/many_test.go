@@ -117,7 +117,7 @@ func (e *clusterEnv) evalshaCalls() map[string]int64 {
 // rueidis one DoMulti that it splits per master; each master runs the
 // acquire scripts of its own ids, and no other. go-redis (pub/sub wake-ups)
 // sends one acquire_many per hash slot (and chunk of
-// scripts.MaxAcquireBatch); rueidis in Tracking mode one per id.
+// scripts.MaxAcquireBatch); rueidis in Tracking mode one acquire per id.
 func TestAcquireManyBatchedPerMaster(t *testing.T) {
 	e := newClusterEnv(t)
 	byMaster := e.idsPerMaster(100)

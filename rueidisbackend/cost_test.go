@@ -148,8 +148,8 @@ func TestCommandCounts(t *testing.T) {
 			}
 			expectCost(t, wc, "Heartbeat of 2 waiters on 1 id", 1, 1)
 
-			// AcquireBatch: one acquire_many call on one server, one per
-			// request in Tracking mode (see redisstep.Config.WithTracking);
+			// AcquireBatch: one acquire_many call on one server, one acquire
+			// per request in Tracking mode (see redisstep.Config.WithTracking);
 			// LeaveBatch: one command per request. One round trip each.
 			reqs := []backend.AcquireRequest{req("b1", "X", true), req("b2", "X", true), req("h1", "X", true), req("b3", "X", false)}
 			gs, err := waiter.AcquireBatch(ctx, reqs)

@@ -112,9 +112,9 @@
 //     sends nothing else (one batched round trip per WaiterTimeout/3).
 //   - AcquireBatch: in PubSub mode one acquire_many script per chunk of
 //     up to 64 requests, any ids on one server; on Cluster one per hash
-//     slot and chunk. In Tracking mode one per request: Redis makes a
-//     tracking client's script cost the server about n^2 for n ids. All in
-//     one round trip (one per master on Cluster).
+//     slot and chunk. In Tracking mode one acquire script per request:
+//     Redis makes a tracking client's script on n ids cost the server
+//     about n^2. All in one round trip (one per master on Cluster).
 //   - LeaveBatch: 1 command per request, one round trip.
 //   - Subscribe: nothing in Tracking mode; in PubSub mode one SUBSCRIBE on
 //     the pub/sub connection for an id not yet subscribed.

@@ -13,9 +13,9 @@ import (
 	"github.com/redislocker/lock/internal/scripts"
 )
 
-// batchClient answers acquire_many calls as the script would for free ids:
-// a token "T<i>" is granted with fence i, a token "F<i>" finds its queue
-// full. It records the calls of each round trip.
+// batchClient answers acquire_many and acquire calls as the scripts would
+// for free ids: a token "T<i>" is granted with fence i, a token "F<i>"
+// finds its queue full. It records the calls of each round trip.
 type batchClient struct {
 	cluster bool
 	trips   [][]Call
@@ -29,6 +29,16 @@ func (b *batchClient) EvalAll(_ context.Context, calls []Call, _ bool) []Reply {
 	b.trips = append(b.trips, calls)
 	out := make([]Reply, len(calls))
 	for i, c := range calls {
+		if c.Script.Name == scripts.Acquire.Name {
+			tok := c.Args[0]
+			n, _ := strconv.Atoi(tok[1:])
+			if tok[0] == 'F' {
+				out[i].Err = errors.New(scripts.CodeQueueFull + " the queue is full")
+			} else {
+				out[i].Ints = []int64{1, int64(n), 1000, 0, 0, 0, 0}
+			}
+			continue
+		}
 		if c.Script.Name != scripts.AcquireMany.Name {
 			out[i].Err = fmt.Errorf("unexpected script %s", c.Script.Name)
 			continue
@@ -84,7 +94,7 @@ func TestAcquireBatchGroups(t *testing.T) {
 	}{
 		{false, false, 3}, // 64 + 64 + 2
 		{true, false, bySlot},
-		{false, true, n}, // one per request on a tracking connection
+		{false, true, n}, // one acquire per request on a tracking connection
 	} {
 		cluster := tc.cluster
 		t.Run(fmt.Sprintf("cluster=%v,tracking=%v", tc.cluster, tc.tracking), func(t *testing.T) {
@@ -104,7 +114,14 @@ func TestAcquireBatchGroups(t *testing.T) {
 			if len(c.trips) != 1 || len(c.trips[0]) != tc.calls {
 				t.Fatalf("%d round trips, the first of %d calls; want 1 of %d", len(c.trips), len(c.trips[0]), tc.calls)
 			}
+			want := scripts.AcquireMany.Name
+			if tc.tracking {
+				want = scripts.Acquire.Name
+			}
 			for _, call := range c.trips[0] {
+				if call.Script.Name != want {
+					t.Fatalf("a call of %s, want %s", call.Script.Name, want)
+				}
 				if len(call.Keys) > 4*scripts.MaxAcquireBatch {
 					t.Fatalf("a call of %d keys: more than %d ids", len(call.Keys), scripts.MaxAcquireBatch)
 				}

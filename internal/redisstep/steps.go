@@ -205,9 +205,9 @@ func (s *Steps) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterT
 // AcquireBatch runs the acquire_many script: one call per chunk of up to
 // scripts.MaxAcquireBatch requests on one server, one per hash slot (and
 // chunk) on Redis Cluster, all in one round trip (one per master on a
-// cluster). On a tracking connection each request is a call of its own
-// (see Config.WithTracking). ErrQueueFull is reported per request, in
-// BatchGrant.Err.
+// cluster). On a tracking connection it runs the acquire script once per
+// request instead (see Config.WithTracking). ErrQueueFull is reported per
+// request, in BatchGrant.Err.
 func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
 	if err := Check(s, ctx); err != nil {
 		return nil, err
@@ -215,9 +215,17 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), s.cfg.batchLimit)
+	limit := scripts.MaxAcquireBatch
+	if s.cfg.tracking {
+		limit = 1
+	}
+	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), limit)
 	calls := make([]Call, len(groups))
 	for i, g := range groups {
+		if s.cfg.tracking {
+			calls[i] = s.acquireCall(g.Reqs[0])
+			continue
+		}
 		k, a := s.cfg.consts.AcquireMany(s.cfg.ks, g)
 		calls[i] = Call{Script: scripts.AcquireMany, Keys: k, Args: a}
 	}
@@ -234,11 +242,8 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 	}
 	out := make([]backend.BatchGrant, len(reqs))
 	for i, g := range groups {
-		if err := s.replyErr(res[i].Err); err != nil {
+		if err := s.batchResult(out, g, res[i]); err != nil {
 			return nil, err
-		}
-		if err := scripts.ScatterAcquireMany(out, g, res[i].Ints); err != nil {
-			return nil, fmt.Errorf("%s: %w", s.cfg.name, err)
 		}
 		if acks == nil || acks[i] >= int64(s.cfg.waitReplicas) {
 			continue
@@ -251,6 +256,27 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 		}
 	}
 	return out, nil
+}
+
+// batchResult stores the reply r of group g's call into out: an
+// acquire_many reply, or on a tracking connection an acquire reply (g has
+// one request then). A full queue is that request's Err.
+func (s *Steps) batchResult(out []backend.BatchGrant, g *scripts.AcquireGroup, r Reply) error {
+	if s.cfg.tracking {
+		gr, err := s.acquireResult(r)
+		if err != nil && !errors.Is(err, backend.ErrQueueFull) {
+			return err
+		}
+		out[g.Pos[0]] = backend.BatchGrant{Grant: gr, Err: err}
+		return nil
+	}
+	if err := s.replyErr(r.Err); err != nil {
+		return err
+	}
+	if err := scripts.ScatterAcquireMany(out, g, r.Ints); err != nil {
+		return fmt.Errorf("%s: %w", s.cfg.name, err)
+	}
+	return nil
 }
 
 // LeaveBatch runs one leave script per waiter, in one round trip.
