@@ -168,6 +168,7 @@ func runAll(cfg config, addr string, own bool, filter *regexp.Regexp, command st
 	p.addContended()
 	p.addIdle()
 	p.addAcquireMany()
+	p.addBytesLeft()
 	p.addFloorEnd()
 
 	start := time.Now()

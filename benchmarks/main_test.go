@@ -82,6 +82,17 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("AcquireMany %s: ratio %v, error %q", m.Lib, m.Ratio, m.Err)
 		}
 	}
+	if len(res.BytesLeft) != redisLibs {
+		t.Errorf("%d bytes-left results, want %d", len(res.BytesLeft), redisLibs)
+	}
+	for _, bl := range res.BytesLeft {
+		if bl.Err != "" || bl.N == 0 {
+			t.Errorf("bytes left %s: %d ids, error %q", bl.Lib, bl.N, bl.Err)
+		}
+		if res.lib(bl.Lib).Ours && bl.BytesAfterBound != 0 {
+			t.Errorf("bytes left %s: %.0f B per id in keys without a TTL; every key of ours expires", bl.Lib, bl.BytesAfterBound)
+		}
+	}
 	if len(res.Targets) == 0 {
 		t.Error("no targets evaluated")
 	}

@@ -208,6 +208,26 @@ func (p *plan) addAcquireMany() {
 	}
 }
 
+// addBytesLeft measures what locking distinct ids once each leaves on the
+// server, for every Redis library. It runs last: its keys are deleted as
+// they are measured, but the server's memory is not what it was.
+func (p *plan) addBytesLeft() {
+	for _, l := range p.table {
+		if !l.Redis || !p.selected("bytesleft", l) {
+			continue
+		}
+		p.add("bytesleft/"+l.Name, func() (string, error) {
+			bl, err := p.r.bytesLeft(l, p.cfg.BytesN)
+			if err != nil {
+				bl.Err = err.Error()
+			}
+			p.res.BytesLeft = append(p.res.BytesLeft, bl)
+			return fmt.Sprintf("%d ids: %.2f keys/id, %.0f B/id right after, %.0f B/id after the bound (%.0f s)",
+				bl.N, bl.KeysPerID, bl.BytesPerID, bl.BytesAfterBound, bl.BoundSeconds), err
+		})
+	}
+}
+
 // addFloorEnd measures the floor again after every scenario.
 func (p *plan) addFloorEnd() {
 	p.add("floor/end", func() (string, error) {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Results is everything one run measured; results.json holds it.
@@ -25,7 +26,10 @@ type Results struct {
 	// (its cron jobs), measured before the idle scenarios.
 	IdleBaselineCPUUsPerS float64
 	Many                  []Many
-	Targets               []Target
+	// BytesLeft is what locking distinct ids once each leaves on the
+	// server, per Redis library.
+	BytesLeft []BytesLeft
+	Targets   []Target
 }
 
 // Meta describes the run.
@@ -123,6 +127,24 @@ func (res *Results) many(name string) *Many {
 	return nil
 }
 
+func (res *Results) bytesLeft(name string) *BytesLeft {
+	for i := range res.BytesLeft {
+		if res.BytesLeft[i].Lib == name && res.BytesLeft[i].Err == "" {
+			return &res.BytesLeft[i]
+		}
+	}
+	return nil
+}
+
+// boundText is a BytesLeft bound: the longest TTL left, or "-" when no key
+// was left.
+func boundText(secs float64) string {
+	if secs <= 0 {
+		return "-"
+	}
+	return (time.Duration(secs * float64(time.Second))).Round(time.Second).String()
+}
+
 // targets evaluates the library's performance targets for each of our
 // Redis adapters.
 func targets(res *Results) []Target {
@@ -190,6 +212,10 @@ func targets(res *Results) []Target {
 		}
 		if m := res.many(a); m != nil {
 			add(fmt.Sprintf("AcquireMany of %d free ids >= 20x a loop of Acquire", m.N), m.Ratio, m.Ratio >= 20, "%.1fx (%.3f s vs %.3f s)", m.Ratio, m.ManySeconds, m.LoopSeconds)
+		}
+		if bl := res.bytesLeft(a); bl != nil {
+			add("bytes left on the server per distinct id locked once, after the idle bound = 0", bl.BytesAfterBound, bl.BytesAfterBound == 0,
+				"%.0f B/id (%.0f B/id in %.2f keys/id right after, all gone within %s)", bl.BytesAfterBound, bl.BytesPerID, bl.KeysPerID, boundText(bl.BoundSeconds))
 		}
 	}
 	return ts
@@ -398,6 +424,20 @@ func markdown(res *Results) string {
 		}
 		b.WriteString("\n")
 	}
+	if len(res.BytesLeft) > 0 {
+		fmt.Fprintf(&b, "**Bytes left** on the server per distinct id locked once (lock, then unlock, %d ids; MEMORY USAGE of the keys that hold the id). "+
+			"Right after the last unlock, and after the idle bound: the longest TTL among those keys, by when every key with a TTL is gone. "+
+			"What stays after the bound is the keys without a TTL, measured right away rather than waited for:\n\n", res.Meta.Config.BytesN)
+		t.head("library", "keys/id right after", "bytes/id right after", "idle bound", "bytes left per distinct id locked once, after the idle bound")
+		for _, bl := range res.BytesLeft {
+			if bl.Err != "" {
+				errRow(t, bl.Lib, bl.Err, 5)
+				continue
+			}
+			t.row(bl.Lib, f2(bl.KeysPerID), num(bl.BytesPerID), boundText(bl.BoundSeconds), num(bl.BytesAfterBound))
+		}
+		b.WriteString("\n")
+	}
 	if len(res.Targets) > 0 {
 		b.WriteString("**Targets** (the library's performance targets; ratios from this run):\n\n")
 		t.headAlign(map[int]bool{1: true, 2: true}, "adapter", "target", "measured", "met")
@@ -518,6 +558,17 @@ func writeCSV(path string, res *Results) error {
 		put(s, m.Lib, "many_s", m.ManySeconds)
 		put(s, m.Lib, "loop_s", m.LoopSeconds)
 		put(s, m.Lib, "loop_over_many", m.Ratio)
+	}
+	for _, bl := range res.BytesLeft {
+		if bl.Err != "" {
+			continue
+		}
+		s := "bytesleft"
+		put(s, bl.Lib, "n", float64(bl.N))
+		put(s, bl.Lib, "keys_per_id", bl.KeysPerID)
+		put(s, bl.Lib, "bytes_per_id", bl.BytesPerID)
+		put(s, bl.Lib, "bound_s", bl.BoundSeconds)
+		put(s, bl.Lib, "bytes_per_id_after_bound", bl.BytesAfterBound)
 	}
 	w.Flush()
 	return w.Error()

@@ -38,6 +38,7 @@ type config struct {
 	ContShared  bool // contended, hold 1 ms: also run all workers in one process
 	ManyN       int  // AcquireMany: free ids
 	ManyRounds  int
+	BytesN      int // bytes left: distinct ids locked once each
 	TTL         time.Duration
 }
 
@@ -48,7 +49,7 @@ func fullConfig() config {
 		ContRounds: 3, Warm: 300 * time.Millisecond, ContDur: 1500 * time.Millisecond, Workers: 8,
 		Holds:       []time.Duration{0, time.Millisecond},
 		IdleWaiters: 8, IdleSettle: time.Second, IdleWindow: 10 * time.Second, IdleShared: true, ContShared: true,
-		ManyN: 10000, ManyRounds: 3, TTL: 10 * time.Second,
+		ManyN: 10000, ManyRounds: 3, BytesN: 10000, TTL: 10 * time.Second,
 	}
 }
 
@@ -60,7 +61,7 @@ func quickConfig() config {
 		ContRounds: 1, Warm: 100 * time.Millisecond, ContDur: 300 * time.Millisecond, Workers: 8,
 		Holds:       []time.Duration{0, time.Millisecond},
 		IdleWaiters: 8, IdleSettle: 200 * time.Millisecond, IdleWindow: 300 * time.Millisecond,
-		ManyN: 500, ManyRounds: 1, TTL: 10 * time.Second,
+		ManyN: 500, ManyRounds: 1, BytesN: 200, TTL: 10 * time.Second,
 	}
 }
 

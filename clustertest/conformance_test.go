@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/notifyconn"
 	"github.com/redislocker/lock/internal/rediscluster"
+	"github.com/redislocker/lock/internal/scripts"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -88,11 +90,12 @@ const (
 )
 
 // forgetIdle deletes id's keys but the counters hash (all in one slot).
-func forgetIdle(t *testing.T, raw *redis.ClusterClient, left []string) {
-	if len(left) > 0 {
-		if err := raw.Del(ctx, left...).Err(); err != nil {
-			t.Fatal(err)
-		}
+// forgetIdle deletes every key of id, the fence key included: what Redis
+// deletes by itself once the id has been idle for the bound (an hour).
+func forgetIdle(t *testing.T, raw *redis.ClusterClient, ks keys.Keyspace, id string) {
+	k := ks.For(id)
+	if err := raw.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -103,7 +106,7 @@ func (h *goRedisHarness) DelaySubscribe(t *testing.T, b backend.Backend, d time.
 }
 
 func (h *goRedisHarness) ForgetIdle(t *testing.T, id string) {
-	forgetIdle(t, h.raw, h.StateLeft(t, id))
+	forgetIdle(t, h.raw, h.ks, id)
 }
 
 func (h *goRedisHarness) Limits() conformance.Limits {
@@ -159,7 +162,13 @@ func (h *goRedisHarness) StateLeft(t *testing.T, id string) []string {
 	})
 }
 
-// stateLeft scans every master for id's keys other than the counters.
+// suiteLease is above the longest lease the conformance suite takes (a
+// minute): an id's fence key expires within scripts.FenceIdle of it.
+const suiteLease = 10 * time.Minute
+
+// stateLeft scans every master for id's keys, but for a fence key that
+// expires within its documented bound (scripts.FenceKeyExpires): a fence
+// key with no TTL is state left.
 func stateLeft(t *testing.T, ks keys.Keyspace, id string, each func(func(addr string, c redis.Cmdable) error) error) []string {
 	var mu sync.Mutex
 	var left []string
@@ -168,7 +177,14 @@ func stateLeft(t *testing.T, ks keys.Keyspace, id string, each func(func(addr st
 		for iter.Next(ctx) {
 			k := iter.Val()
 			if _, suffix, err := ks.Parse(k); err == nil && suffix == keys.SuffixCounters {
-				continue
+				pttl, err := c.PTTL(ctx, k).Result()
+				if err != nil {
+					return err
+				}
+				if pttl == -2 || scripts.FenceKeyExpires(pttl, suiteLease) {
+					continue // gone since the SCAN, or expiring
+				}
+				k = fmt.Sprintf("%s (PTTL %v)", k, pttl)
 			}
 			mu.Lock()
 			left = append(left, k)
@@ -210,7 +226,7 @@ func (h *rueidisHarness) DelaySubscribe(t *testing.T, b backend.Backend, d time.
 }
 
 func (h *rueidisHarness) ForgetIdle(t *testing.T, id string) {
-	forgetIdle(t, h.raw, h.StateLeft(t, id))
+	forgetIdle(t, h.raw, h.ks, id)
 }
 
 // Limits states the options, and in Tracking mode the documented limits

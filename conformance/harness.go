@@ -26,7 +26,8 @@ type Expirer interface {
 
 // StateChecker is an optional Harness capability for H2: it returns a
 // description of every piece of state the store still keeps for id other
-// than documented counters (e.g. Redis keys), or nothing when it is clean.
+// than keys that expire within a documented bound (e.g. Redis keys), or
+// nothing when it is clean.
 type StateChecker interface {
 	StateLeft(t *testing.T, id string) []string
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redisserver"
 	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/scripts"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -173,8 +174,13 @@ func (e *env) locker(b backend.Backend, o lock.Options) *lock.Locker {
 	return l
 }
 
-// keysLeft returns every key under the test's prefix but the counters
-// hashes (the documented keys that stay), sorted.
+// testLease is above the longest lease the fault tests take (a minute):
+// an id's fence key expires within scripts.FenceIdle of it.
+const testLease = 10 * time.Minute
+
+// keysLeft returns every key under the test's prefix, sorted, but for the
+// fence keys that expire within their documented bound
+// (scripts.FenceKeyExpires): a fence key with no TTL is state left.
 func (e *env) keysLeft() []string {
 	e.t.Helper()
 	ctx := context.Background()
@@ -183,7 +189,14 @@ func (e *env) keysLeft() []string {
 	for iter.Next(ctx) {
 		k := iter.Val()
 		if _, suffix, err := e.ks.Parse(k); err == nil && suffix == keys.SuffixCounters {
-			continue
+			pttl, err := e.raw.PTTL(ctx, k).Result()
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			if pttl == -2 || scripts.FenceKeyExpires(pttl, testLease) {
+				continue // gone since the SCAN, or expiring
+			}
+			k = fmt.Sprintf("%s (PTTL %v)", k, pttl)
 		}
 		left = append(left, k)
 	}

@@ -71,6 +71,12 @@ func anys(ss []string) []any {
 	return out
 }
 
+// Cluster reports whether the client is a *redis.ClusterClient.
+func (g commands) Cluster() bool {
+	_, ok := g.c.(*redis.ClusterClient)
+	return ok
+}
+
 // Kind classifies a go-redis error.
 //
 // A failed dial, a closed client and a pool timeout are unsent: go-redis

@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/notifyconn"
 	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/scripts"
 )
 
 // TestConformance runs the shared suite against a real redis-server: the
@@ -120,8 +122,13 @@ func (h *redisHarness) ExpireNow(t *testing.T, id string) {
 	}
 }
 
-// StateLeft returns id's keys other than the counters hash, which is the
-// documented key that stays (fence and ticket must never go backwards).
+// suiteLease is above the longest lease the conformance suite takes (a
+// minute): an id's fence key expires within scripts.FenceIdle of it.
+const suiteLease = 10 * time.Minute
+
+// StateLeft returns id's keys, but for a fence key that expires within
+// its documented bound (scripts.FenceKeyExpires): a fence key with no
+// TTL is state left.
 func (h *redisHarness) StateLeft(t *testing.T, id string) []string {
 	ctx := context.Background()
 	var left []string
@@ -129,7 +136,14 @@ func (h *redisHarness) StateLeft(t *testing.T, id string) []string {
 	for iter.Next(ctx) {
 		k := iter.Val()
 		if _, suffix, err := h.ks.Parse(k); err == nil && suffix == keys.SuffixCounters {
-			continue
+			pttl, err := h.raw.PTTL(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pttl == -2 || scripts.FenceKeyExpires(pttl, suiteLease) {
+				continue // gone since the SCAN, or expiring
+			}
+			k = fmt.Sprintf("%s (PTTL %v)", k, pttl)
 		}
 		left = append(left, k)
 	}
@@ -145,13 +159,12 @@ func (h *redisHarness) Limits() conformance.Limits {
 	return conformance.Limits{MaxWaiters: confMaxWaiters, PurgeLimit: confPurgeLimit}
 }
 
-// ForgetIdle deletes id's keys but the counters hash: what Redis deletes
-// by itself once their TTLs run out.
+// ForgetIdle deletes every key of id, the fence key included: what Redis
+// deletes by itself once the id has been idle for the bound (an hour).
 func (h *redisHarness) ForgetIdle(t *testing.T, id string) {
-	if left := h.StateLeft(t, id); len(left) > 0 {
-		if err := h.raw.Del(context.Background(), left...).Err(); err != nil {
-			t.Fatal(err)
-		}
+	k := h.ks.For(id)
+	if err := h.raw.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -162,4 +175,32 @@ func (h *redisHarness) DropNotifier(t *testing.T, b backend.Backend) { h.conns.D
 // DelaySubscribe holds back b's SUBSCRIBE commands by d.
 func (h *redisHarness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
 	h.conns.DelaySubscribe(t, b, d)
+}
+// TestStateLeftFenceKey: the harness's StateChecker passes over a fence
+// key that expires within its bound, and reports one with no TTL or a
+// longer one, as it reports every other key.
+func TestStateLeftFenceKey(t *testing.T) {
+	h := newRedisHarness(t, redistest.Addr(t))
+	ctx := context.Background()
+	k := h.ks.For("x")
+	t.Cleanup(func() { h.raw.Del(ctx, k.Counters, k.Lock) })
+	if err := h.raw.HSet(ctx, k.Counters, "fence", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if left := h.StateLeft(t, "x"); len(left) != 1 {
+		t.Fatalf("a fence key with no TTL: StateLeft = %q, want it reported", left)
+	}
+	h.raw.PExpire(ctx, k.Counters, scripts.FenceIdle)
+	if left := h.StateLeft(t, "x"); len(left) != 0 {
+		t.Fatalf("a fence key expiring within %v: StateLeft = %q, want nothing", scripts.FenceIdle, left)
+	}
+	h.raw.PExpire(ctx, k.Counters, 3*scripts.FenceIdle)
+	if left := h.StateLeft(t, "x"); len(left) != 1 {
+		t.Fatalf("a fence key expiring in %v: StateLeft = %q, want it reported", 3*scripts.FenceIdle, left)
+	}
+	h.raw.PExpire(ctx, k.Counters, time.Minute)
+	h.raw.Set(ctx, k.Lock, "T", time.Minute)
+	if left := h.StateLeft(t, "x"); len(left) != 1 || left[0] != k.Lock {
+		t.Fatalf("a lock key: StateLeft = %q, want [%s]", left, k.Lock)
+	}
 }

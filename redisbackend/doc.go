@@ -17,19 +17,41 @@
 // '%', '{' and '}' as %25, %7B, %7D (see internal/keys). The prefix, by
 // default "lock:", may contain neither brace.
 //
-//	suffix  type    holds                                      TTL
-//	lock    string  the holder's token                         the lease (SET PX / PEXPIRE, relative)
-//	q       zset    waiter token -> ticket (queue order)       >= 3 x the longest WaiterTTL, set by enqueue and heartbeat
-//	dl      zset    waiter token -> deadline (ms, server TIME)  same as q
-//	n       hash    "fence", "ticket"; "rel": the last          none: the documented counters
-//	                release's token (a resent release is
-//	                answered as the first one was)
+//	suffix  type    holds                                       TTL
+//	lock    string  the holder's token                          the lease (SET NX PX / PEXPIRE, relative)
+//	q       zset    waiter token -> ticket (the server's clock  >= 3 x the longest WaiterTTL, set by
+//	                in µs, raised past the queue's last one)    enqueue and heartbeat; gone once empty
+//	dl      zset    waiter token -> deadline (ms, server TIME)  as q
+//	n       hash    "fence": the id's last fence; "rel": the    an hour, set by a grant about once per
+//	                token of its last release (a resent         half hour of grants, and by an extend or
+//	                release is answered as the first one was)   grant of a longer lease
 //	wake    -       pub/sub channel; payload: the head's token  -
 //
-// The counters hash is the one key an id keeps for good: fences and tickets
-// must never go backwards. Everything else expires: the lock with its lease,
-// the queue sets at the latest three waiter TTLs after their last enqueue
-// or heartbeat, and a set that empties is gone at once.
+// Every key expires. The fence key n outlives the id's last grant by 30 to
+// 60 minutes, and every lease. So memory per id returns to zero once the
+// id has been idle that long: at most an hour after its last grant or
+// extend (or the end of that lease, if later), and three waiter TTLs after
+// its last waiter's last heartbeat. An older version's n hash ("fence",
+// "ticket", "rel", no TTL) is taken over: the next grant gives it a TTL
+// (so does a release that finds it without one), and fences go on above
+// its "fence".
+//
+// # Fences and the clock
+//
+// A fence is the server's clock (TIME) in microseconds at the grant,
+// raised to the id's last fence + 1 when the clock is not past it. While
+// the fence key lives, fences of the id strictly increase even if the
+// clock steps back. After it expires, or when it is lost (a restart
+// without persistence, FLUSHALL, a failover to a replica that missed the
+// last grants), the next fence is the clock of the server that grants it.
+// Assumption: that clock reads later than the clock of the server that
+// issued the id's previous fence read when it issued it. It holds when the
+// servers' clocks are synchronized (NTP) to within the time a restart or
+// failover takes, and no clock steps back by more than that (or, while the
+// fence key lives, by more than half an hour). If it fails, fences can go
+// back by as much as the clock did. Queue tickets are the server's clock
+// too, raised past the queue's last ticket: they increase while the queue
+// exists.
 //
 // # Steps and their cost
 //
@@ -43,7 +65,11 @@
 //     Release and its grant: 3 commands.
 //   - Heartbeat: 1 command per id (all the waiters of one id share it), all
 //     ids pipelined in one round trip.
-//   - AcquireBatch, LeaveBatch: 1 command per request, one round trip.
+//   - AcquireBatch: one acquire_many script per chunk of up to 64
+//     requests (scripts.MaxAcquireBatch, about 0.65 ms of the server's
+//     time each), any ids on one server; on Cluster one per hash slot and
+//     chunk. All in one round trip (one per master on Cluster).
+//   - LeaveBatch: 1 command per request, one round trip.
 //   - Subscribe: nothing when this Backend already subscribes to the id,
 //     else one SUBSCRIBE (SSUBSCRIBE with Options.ShardedPubSub) on the
 //     shared pub/sub connection (on Cluster with ShardedPubSub, the
@@ -91,18 +117,24 @@
 //
 // # What Redis can and cannot promise
 //
-// One Redis server without persistence loses every lock, queue and fence
-// counter on restart; with asynchronous replicas a failover can grant a lock
-// twice and move fences backwards. Fences and tickets are exact up to 2^53.
+// One Redis server without persistence loses every lock and queue on
+// restart; fences go on above every earlier one under the clock assumption
+// above. With asynchronous replicas a failover can grant a lock twice (the
+// new holder's fence is then above the lost grant's, under the same
+// assumption). Fences are exact up to 2^53 (about 285 years of
+// microseconds since 1970).
 //
 // # Replicas, Sentinel and failover
 //
 // Replication is asynchronous: a master answers a grant before any replica
 // has it. The master may die, and Sentinel or Redis Cluster promote a
 // replica that never received the grant. The new master then hands the
-// lock to someone else while the first holder still holds it. The fence
-// counter's last increments are lost with it, so a fence can repeat
-// (package clustertest shows both, with a replication link cut on purpose).
+// lock to someone else while the first holder still holds it (package
+// clustertest shows it, with a replication link cut on purpose). The id's
+// fence key may be lost with it; the new grant's fence is then the
+// promoted replica's clock, above the lost grant's fence under the clock
+// assumption (see Fences and the clock), so a resource that checks fences
+// turns the older holder away.
 //
 // Options.WaitReplicas narrows this: every grant and every Extend is
 // followed, on the connection that ran it, by WAIT n timeout. A grant that

@@ -304,12 +304,17 @@ func newBackend(o *Options) (*Backend, error) {
 	return &Backend{cfg: cfg}, nil
 }
 
-// bind sets up the steps once the client is there. rueidis never resends a
-// write, so the steps resend a step once after a broken connection.
+// bind sets up the steps once the client and the mode are there. rueidis
+// never resends a write, so the steps resend a step once after a broken
+// connection. In Tracking mode the scripts read a lock key again after
+// writing it (see the package doc's NOLOOP item).
 func (b *Backend) bind() {
 	var r redisstep.Replicas
 	if b.cfg.WaitReplicas() > 0 {
 		r = &replicas{client: b.client}
+	}
+	if b.mode == Tracking {
+		b.cfg = b.cfg.WithTracking()
 	}
 	b.steps = redisstep.New(b.cfg, commands{b.client}, r, redisstep.Hooks{ResendBroken: true, OnWrite: b.ownWrite})
 }

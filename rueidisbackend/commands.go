@@ -59,6 +59,9 @@ func replies(rs []rueidis.RedisResult, calls []redisstep.Call) []redisstep.Reply
 	return out
 }
 
+// Cluster reports whether the client is a cluster client.
+func (r commands) Cluster() bool { return r.c.Mode() == rueidis.ClientModeCluster }
+
 // Kind classifies a rueidis error. A failed dial is unsent: rueidis writes
 // a command only on a connection it has, and never resends a write.
 func (commands) Kind(err error) redisstep.Kind {

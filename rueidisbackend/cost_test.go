@@ -3,6 +3,7 @@ package rueidisbackend
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +52,10 @@ func TestCommandCounts(t *testing.T) {
 			_ = holder.Leave(ctx, "warm", "B")
 			_ = holder.Release(ctx, "warm", "A")
 			_ = waiter.Release(ctx, "warm", "A")
+			if _, err := holder.AcquireBatch(ctx, []backend.AcquireRequest{req("warm2", "A", false)}); err != nil {
+				t.Fatal(err)
+			}
+			_ = holder.Release(ctx, "warm2", "A")
 			hc.take()
 			wc.take()
 
@@ -143,7 +148,9 @@ func TestCommandCounts(t *testing.T) {
 			}
 			expectCost(t, wc, "Heartbeat of 2 waiters on 1 id", 1, 1)
 
-			// Batches: one command per request, one round trip.
+			// AcquireBatch: one acquire_many call on one server, one acquire
+			// per request in Tracking mode (see redisstep.Config.WithTracking);
+			// LeaveBatch: one command per request. One round trip each.
 			reqs := []backend.AcquireRequest{req("b1", "X", true), req("b2", "X", true), req("h1", "X", true), req("b3", "X", false)}
 			gs, err := waiter.AcquireBatch(ctx, reqs)
 			if err != nil {
@@ -152,7 +159,11 @@ func TestCommandCounts(t *testing.T) {
 			if !gs[0].Acquired || !gs[1].Acquired || gs[2].Acquired || !gs[2].Queued || !gs[3].Acquired {
 				t.Fatalf("AcquireBatch = %+v", gs)
 			}
-			expectCost(t, wc, "AcquireBatch of 4", 4, 1)
+			batchCmds := 1
+			if mode == Tracking {
+				batchCmds = len(reqs)
+			}
+			expectCost(t, wc, "AcquireBatch of 4", batchCmds, 1)
 			if err := waiter.LeaveBatch(ctx, []backend.Waiter{wt("b1", "X"), wt("b2", "X"), wt("h1", "X"), wt("b3", "X")}); err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +197,7 @@ func TestNoScriptFallback(t *testing.T) {
 	if !gs[0].Acquired || gs[0].Fence == 0 || !gs[1].Acquired || !gs[2].Queued {
 		t.Fatalf("AcquireBatch after SCRIPT FLUSH = %+v", gs)
 	}
-	expectCost(t, c, "a batch of 3 on a flushed server (3 EVALSHA, then 3 EVAL)", 6, 2)
+	expectCost(t, c, "a batch of 3 on a flushed server, Tracking mode (3 EVALSHA, then 3 EVAL)", 6, 2)
 	e.do("SCRIPT", "FLUSH")
 	res, err := b.Heartbeat(ctx, []backend.Waiter{wt("n", "B"), wt("n2", "B")}, time.Minute)
 	if err != nil || !res[0].Queued || res[1].Queued {
@@ -473,4 +484,55 @@ func TestExtendNoLoop(t *testing.T) {
 			_ = got.r.Lease.Release(ctx)
 		})
 	}
+}
+
+// TestTrackingReadsOnlyInTrackingMode: a grant and an extend read the lock
+// key again (one PTTL each on the server) in Tracking mode only, where
+// NOLOOP would otherwise stop the connection from tracking the key it
+// wrote. In PubSub mode nothing needs that read.
+func TestTrackingReadsOnlyInTrackingMode(t *testing.T) {
+	e := newEnvAt(t, redistest.Start(t).Addr)
+	pttl := map[Mode][2]int64{} // mode -> PTTL calls by Acquire, by Extend
+	for _, mode := range modes {
+		b, _ := e.backend(mode, nil)
+		id := "t-" + mode.String()
+		_ = b.Release(ctx, id, "nobody") // dials, loads nothing
+		before := e.calls("pttl")
+		mustAcquire(t, b, req(id, "A", false))
+		afterAcquire := e.calls("pttl")
+		if err := b.Extend(ctx, id, "A", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		pttl[mode] = [2]int64{afterAcquire - before, e.calls("pttl") - afterAcquire}
+		if err := b.Release(ctx, id, "A"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, ps := pttl[Tracking], pttl[PubSub]
+	t.Logf("PTTL calls on the server (Acquire, Extend): tracking %v, pubsub %v", tr, ps)
+	if tr[0] != ps[0]+1 || tr[1] != ps[1]+1 {
+		t.Fatalf("PTTL calls (Acquire, Extend): tracking %v, pubsub %v; want one more read each in Tracking mode only", tr, ps)
+	}
+}
+
+// calls returns the server's count of calls of the command name (INFO
+// commandstats), scripts' calls included.
+func (e *env) calls(name string) int64 {
+	e.t.Helper()
+	info, err := e.raw.Do(ctx, e.raw.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":calls=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(rest[:strings.IndexByte(rest+",", ',')], 10, 64)
+		if err != nil {
+			e.t.Fatalf("commandstats %q: %v", line, err)
+		}
+		return n
+	}
+	return 0
 }

@@ -46,7 +46,8 @@
 //     hearing its own writes. The acquire script (on a grant) and the
 //     extend script read the key again after writing it, so it stays
 //     tracked: the expiry of the Backend's own lease still reaches its own
-//     waiters. After its own Release it wakes its own waiters of the id
+//     waiters. That read (one PTTL on the server) is made in Tracking mode
+//     only; in PubSub mode the scripts skip it. After its own Release it wakes its own waiters of the id
 //     itself (Wake{ID}); after a Leave that removed something, all of them
 //     (Wake{ID, All: true}: the leaver may be the earliest one). On Redis
 //     before 7.0.5, scripts ignore NOLOOP: the Backend then hears its own
@@ -82,13 +83,19 @@
 //
 // # Keys
 //
-// As redisbackend (its package doc has the table): every key of an id
-// shares one hash tag, so each step is one script on one slot (Cluster
-// works). The keys are "<prefix>{<enc(id)>}:<suffix>" with these suffixes.
-// lock: the holder's token; TTL = the lease, relative PX. q and dl: the
-// queue and its deadlines; at least 3 x the longest WaiterTimeout. n: the
-// counters "fence" and "ticket", and "rel", the last release's token; the
-// one key that stays. wake: the pub/sub channel. The prefix, by default "lock:", may not contain '{' or
+// As redisbackend (its package doc has the table, and the fences'
+// clock assumption): every key of an id shares one hash tag, so each step
+// is one script on one slot (Cluster works). The keys are
+// "<prefix>{<enc(id)>}:<suffix>" with these suffixes. lock: the holder's
+// token; TTL = the lease, relative PX. q and dl: the queue and its
+// deadlines; at least 3 x the longest WaiterTimeout, gone once empty. n:
+// "fence", the id's last fence, and "rel", the last release's token; an
+// hour, set by a grant about once per half hour of grants, and by an
+// extend or grant of a longer lease. wake: the pub/sub channel. Every key
+// expires: memory per id returns to zero at most an hour after the id's
+// last grant or extend (or the end of that lease, if later). A fence is
+// the server's clock (TIME) in µs, raised past the id's last fence while
+// the n key lives. The prefix, by default "lock:", may not contain '{' or
 // '}'.
 //
 // # Steps and their cost
@@ -103,7 +110,12 @@
 //     release and its grant: 3.
 //   - Heartbeat: 1 command per id, all in one round trip; an idle waiter
 //     sends nothing else (one batched round trip per WaiterTimeout/3).
-//   - AcquireBatch, LeaveBatch: 1 command per request, one round trip.
+//   - AcquireBatch: in PubSub mode one acquire_many script per chunk of
+//     up to 64 requests, any ids on one server; on Cluster one per hash
+//     slot and chunk. In Tracking mode one acquire script per request:
+//     Redis makes a tracking client's script on n ids cost the server
+//     about n^2. All in one round trip (one per master on Cluster).
+//   - LeaveBatch: 1 command per request, one round trip.
 //   - Subscribe: nothing in Tracking mode; in PubSub mode one SUBSCRIBE on
 //     the pub/sub connection for an id not yet subscribed.
 //   - A waiting process in Tracking mode also re-checks (1 command) on each
@@ -114,15 +126,16 @@
 // often noticed only by the next command on it. So a step that failed on
 // a broken connection is sent once more. Every step is idempotent by
 // token; a resent Release is answered as the first one was, through the
-// counters' "rel" field.
+// fence key's "rel" field.
 //
 // # What Redis can and cannot promise; replicas and failover
 //
 // As in redisbackend, whose package doc says it in full: one server
-// without persistence loses every lock and fence counter on restart; a
-// failover to an asynchronous replica can grant a lock twice and move
-// fences backwards. Options.WaitReplicas narrows that risk (WAIT after every
-// grant and Extend), without making Redis strongly consistent.
+// without persistence loses every lock and queue on restart; a failover
+// to an asynchronous replica can grant a lock twice. Fences go on above
+// every earlier one across both, under the clock assumption stated there.
+// Options.WaitReplicas narrows the failover risk (WAIT after every grant
+// and Extend), without making Redis strongly consistent.
 //
 // With Sentinel, give New the Sentinels' addresses and
 // ClientOption.Sentinel.MasterSet; package clustertest runs a hand-off and

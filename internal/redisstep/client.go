@@ -19,8 +19,8 @@ type Call struct {
 
 // Reply is one call's reply.
 type Reply struct {
-	// Ints is the reply when it is an array of integers (acquire, leave,
-	// heartbeat); nil for any other reply.
+	// Ints is the reply when it is an array of integers (acquire,
+	// acquire_many, leave, heartbeat); nil for any other reply.
 	Ints []int64
 	// Strs is the reply of a Call with Strings set.
 	Strs []string
@@ -38,6 +38,9 @@ type Client interface {
 	EvalAll(ctx context.Context, calls []Call, eval bool) []Reply
 	// Kind classifies an error the client returned.
 	Kind(err error) Kind
+	// Cluster reports whether the client talks to Redis Cluster, where the
+	// keys of one script must share a hash slot.
+	Cluster() bool
 }
 
 // Replicas is what Options.WaitReplicas needs of a client: a WAIT must

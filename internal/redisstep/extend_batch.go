@@ -23,7 +23,7 @@ func (s *Steps) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) (
 	}
 	calls := make([]Call, len(reqs))
 	for i, r := range reqs {
-		k, a := scripts.ExtendCall(s.cfg.ks.For(r.ID), r.Token, r.TTL)
+		k, a := s.cfg.consts.Extend(s.cfg.ks.For(r.ID), r.Token, r.TTL)
 		calls[i] = Call{Script: scripts.Extend, Keys: k, Args: a}
 	}
 	var res []Reply

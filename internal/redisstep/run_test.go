@@ -36,6 +36,8 @@ func (f *fakeClient) EvalAll(ctx context.Context, calls []Call, eval bool) []Rep
 	return out
 }
 
+func (f *fakeClient) Cluster() bool { return false }
+
 func (f *fakeClient) Kind(err error) Kind {
 	switch err {
 	case nil:

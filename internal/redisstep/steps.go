@@ -63,17 +63,17 @@ func (s *Steps) Prefix() string { return s.cfg.ks.Prefix() }
 func (s *Steps) Resolution() time.Duration { return time.Millisecond }
 
 func (s *Steps) acquireCall(req backend.AcquireRequest) Call {
-	k, a := scripts.AcquireCall(s.cfg.ks.For(req.ID), req, s.cfg.maxWaiters, s.cfg.purgeLimit, s.cfg.publish)
+	k, a := s.cfg.consts.Acquire(s.cfg.ks.For(req.ID), req)
 	return Call{Script: scripts.Acquire, Keys: k, Args: a}
 }
 
 func (s *Steps) releaseCall(id, token string) Call {
-	k, a := scripts.ReleaseCall(s.cfg.ks.For(id), token, s.cfg.purgeLimit, s.cfg.publish)
+	k, a := s.cfg.consts.Release(s.cfg.ks.For(id), token)
 	return Call{Script: scripts.Release, Keys: k, Args: a}
 }
 
 func (s *Steps) leaveCall(id, token string) Call {
-	k, a := scripts.LeaveCall(s.cfg.ks.For(id), token, s.cfg.purgeLimit, s.cfg.publish)
+	k, a := s.cfg.consts.Leave(s.cfg.ks.For(id), token)
 	return Call{Script: scripts.Leave, Keys: k, Args: a}
 }
 
@@ -126,7 +126,7 @@ func (s *Steps) Extend(ctx context.Context, id, token string, ttl time.Duration)
 	if err := Check(s, ctx); err != nil {
 		return err
 	}
-	k, a := scripts.ExtendCall(s.cfg.ks.For(id), token, ttl)
+	k, a := s.cfg.consts.Extend(s.cfg.ks.For(id), token, ttl)
 	c := Call{Script: scripts.Extend, Keys: k, Args: a}
 	if s.cfg.waitReplicas == 0 {
 		r, err := s.run(ctx, c)
@@ -183,7 +183,7 @@ func (s *Steps) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterT
 	groups := scripts.GroupHeartbeats(waiters)
 	calls := make([]Call, len(groups))
 	for i, g := range groups {
-		k, a := scripts.HeartbeatCall(s.cfg.ks.For(g.ID), g.Tokens, waiterTTL, s.cfg.purgeLimit, s.cfg.publish)
+		k, a := s.cfg.consts.Heartbeat(s.cfg.ks.For(g.ID), g.Tokens, waiterTTL)
 		calls[i] = Call{Script: scripts.Heartbeat, Keys: k, Args: a}
 	}
 	res, err := s.runAll(ctx, calls)
@@ -202,8 +202,12 @@ func (s *Steps) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterT
 	return out, nil
 }
 
-// AcquireBatch runs one acquire script per request, in one round trip.
-// ErrQueueFull is reported per request.
+// AcquireBatch runs the acquire_many script: one call per chunk of up to
+// scripts.MaxAcquireBatch requests on one server, one per hash slot (and
+// chunk) on Redis Cluster, all in one round trip (one per master on a
+// cluster). On a tracking connection it runs the acquire script once per
+// request instead (see Config.WithTracking). ErrQueueFull is reported per
+// request, in BatchGrant.Err.
 func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
 	if err := Check(s, ctx); err != nil {
 		return nil, err
@@ -211,9 +215,19 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	calls := make([]Call, len(reqs))
-	for i, r := range reqs {
-		calls[i] = s.acquireCall(r)
+	limit := scripts.MaxAcquireBatch
+	if s.cfg.tracking {
+		limit = 1
+	}
+	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), limit)
+	calls := make([]Call, len(groups))
+	for i, g := range groups {
+		if s.cfg.tracking {
+			calls[i] = s.acquireCall(g.Reqs[0])
+			continue
+		}
+		k, a := s.cfg.consts.AcquireMany(s.cfg.ks, g)
+		calls[i] = Call{Script: scripts.AcquireMany, Keys: k, Args: a}
 	}
 	var res []Reply
 	var acks []int64
@@ -227,18 +241,42 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 		return nil, err
 	}
 	out := make([]backend.BatchGrant, len(reqs))
-	for i, r := range res {
-		g, err := s.acquireResult(r)
-		if err != nil && !errors.Is(err, backend.ErrQueueFull) {
+	for i, g := range groups {
+		if err := s.batchResult(out, g, res[i]); err != nil {
 			return nil, err
 		}
-		if err == nil && g.Acquired && acks != nil && acks[i] < int64(s.cfg.waitReplicas) {
-			s.unconfirmed(ctx, reqs[i].ID, reqs[i].Token)
-			g, err = backend.Grant{}, s.notReplicated(acks[i])
+		if acks == nil || acks[i] >= int64(s.cfg.waitReplicas) {
+			continue
 		}
-		out[i] = backend.BatchGrant{Grant: g, Err: err}
+		for _, j := range g.Pos {
+			if out[j].Err == nil && out[j].Acquired {
+				s.unconfirmed(ctx, reqs[j].ID, reqs[j].Token)
+				out[j] = backend.BatchGrant{Err: s.notReplicated(acks[i])}
+			}
+		}
 	}
 	return out, nil
+}
+
+// batchResult stores the reply r of group g's call into out: an
+// acquire_many reply, or on a tracking connection an acquire reply (g has
+// one request then). A full queue is that request's Err.
+func (s *Steps) batchResult(out []backend.BatchGrant, g *scripts.AcquireGroup, r Reply) error {
+	if s.cfg.tracking {
+		gr, err := s.acquireResult(r)
+		if err != nil && !errors.Is(err, backend.ErrQueueFull) {
+			return err
+		}
+		out[g.Pos[0]] = backend.BatchGrant{Grant: gr, Err: err}
+		return nil
+	}
+	if err := s.replyErr(r.Err); err != nil {
+		return err
+	}
+	if err := scripts.ScatterAcquireMany(out, g, r.Ints); err != nil {
+		return fmt.Errorf("%s: %w", s.cfg.name, err)
+	}
+	return nil
 }
 
 // LeaveBatch runs one leave script per waiter, in one round trip.

@@ -22,7 +22,7 @@ const MaxAcquireBatch = 64
 type AcquireGroup struct {
 	Slot int // the ids' hash slot; -1 when grouped for a single server
 	Reqs []backend.AcquireRequest
-	idx  []int // positions in the requests passed to GroupAcquires
+	Pos  []int // the requests' positions in the slice passed to GroupAcquires
 }
 
 // GroupAcquires splits reqs into AcquireMany calls of at most limit requests
@@ -49,7 +49,7 @@ func GroupAcquires(reqs []backend.AcquireRequest, bySlot bool, limit int) []*Acq
 			groups = append(groups, g)
 		}
 		g.Reqs = append(g.Reqs, r)
-		g.idx = append(g.idx, i)
+		g.Pos = append(g.Pos, i)
 	}
 	return groups
 }
@@ -87,9 +87,9 @@ func ScatterAcquireMany(out []backend.BatchGrant, g *AcquireGroup, reply []int64
 			if err != nil {
 				return err
 			}
-			out[g.idx[j]] = backend.BatchGrant{Grant: gr}
+			out[g.Pos[j]] = backend.BatchGrant{Grant: gr}
 		case 1:
-			out[g.idx[j]] = backend.BatchGrant{Err: backend.ErrQueueFull}
+			out[g.Pos[j]] = backend.BatchGrant{Err: backend.ErrQueueFull}
 		default:
 			return fmt.Errorf("scripts: acquire_many replied status %d", v[0])
 		}

@@ -178,16 +178,16 @@ func TestGroupAcquires(t *testing.T) {
 	for _, bySlot := range []bool{false, true} {
 		seen := make([]bool, len(reqs))
 		for _, g := range GroupAcquires(reqs, bySlot, 100) {
-			if len(g.Reqs) == 0 || len(g.Reqs) > 100 || len(g.Reqs) != len(g.idx) {
+			if len(g.Reqs) == 0 || len(g.Reqs) > 100 || len(g.Reqs) != len(g.Pos) {
 				t.Fatalf("bySlot=%v: a group of %d requests", bySlot, len(g.Reqs))
 			}
 			for j, r := range g.Reqs {
-				i := g.idx[j]
+				i := g.Pos[j]
 				if seen[i] || reqs[i] != r {
 					t.Fatalf("bySlot=%v: request %d misplaced or twice", bySlot, i)
 				}
 				seen[i] = true
-				if j > 0 && g.idx[j-1] >= i {
+				if j > 0 && g.Pos[j-1] >= i {
 					t.Fatalf("bySlot=%v: requests out of order in a group", bySlot)
 				}
 				if want := keys.SlotOf(r.ID); bySlot && g.Slot != want || !bySlot && g.Slot != -1 {

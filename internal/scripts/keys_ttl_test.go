@@ -15,12 +15,8 @@ import (
 	"github.com/redislocker/lock/internal/redistest"
 )
 
-// FenceIdle is the fence key's life after an id's last grant (or its
-// lease, when longer): FENCE_IDLE in lib.lua.
-const fenceIdle = time.Hour
-
 func TestFenceIdleMatchesLua(t *testing.T) {
-	want := fmt.Sprintf("local FENCE_IDLE = %d\n", fenceIdle.Milliseconds())
+	want := fmt.Sprintf("local FENCE_IDLE = %d\n", FenceIdle.Milliseconds())
 	for _, s := range []Script{Acquire, Release, Extend, AcquireMany} {
 		if !strings.Contains(s.Source, want) {
 			t.Fatalf("%s does not hold %q", s.Name, want)
@@ -31,7 +27,7 @@ func TestFenceIdleMatchesLua(t *testing.T) {
 // withFenceIdle returns s with FENCE_IDLE set to d, so that a test sees
 // an id's fence key go without waiting an hour.
 func withFenceIdle(t testing.TB, s Script, d time.Duration) Script {
-	old := fmt.Sprintf("local FENCE_IDLE = %d\n", fenceIdle.Milliseconds())
+	old := fmt.Sprintf("local FENCE_IDLE = %d\n", FenceIdle.Milliseconds())
 	if !strings.Contains(s.Source, old) {
 		t.Fatalf("%s: no %q to replace", s.Name, old)
 	}
@@ -123,4 +119,24 @@ func TestEveryKeyExpires(t *testing.T) {
 	}
 	t.Logf("keys after the bound: 0; used_memory %+d bytes since before (%.1f bytes per id; allocator and dict sizes, not keys)",
 		usedMemory(t, c)-before, float64(usedMemory(t, c)-before)/2300)
+}
+
+// FenceKeyExpires accepts a fence key only with a TTL within the bound.
+func TestFenceKeyExpires(t *testing.T) {
+	for _, c := range []struct {
+		pttl, longest time.Duration
+		want          bool
+	}{
+		{-1, time.Minute, false},    // no TTL: left for good
+		{-2, time.Minute, false},    // no key (PTTL -2) is not a fence key
+		{0, time.Minute, false},     // about to go, but no TTL to trust
+		{time.Millisecond, 0, true}, // about to go
+		{FenceIdle, 0, true},        // a fresh grant's
+		{FenceIdle + time.Minute, time.Minute, true},
+		{FenceIdle + time.Minute + 1, time.Minute, false},
+	} {
+		if got := FenceKeyExpires(c.pttl, c.longest); got != c.want {
+			t.Errorf("FenceKeyExpires(%v, %v) = %v, want %v", c.pttl, c.longest, got, c.want)
+		}
+	}
 }

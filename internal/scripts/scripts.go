@@ -57,7 +57,6 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/keys"
 )
 
 //go:embed lua/*.lua
@@ -146,6 +145,20 @@ const (
 	QueueTTLFactor    = 3      // queue keys live at least this many waiter TTLs after an enqueue or heartbeat
 )
 
+// FenceIdle is how long an id's fence key lives after a grant that
+// refreshes it (FENCE_IDLE in lua/lib.lua; see package keys): the key
+// outlives the id's last grant by FenceIdle/2 to FenceIdle, and every
+// lease.
+const FenceIdle = time.Hour
+
+// FenceKeyExpires reports whether an idle id's fence key, whose PTTL is
+// pttl, expires within the documented bound: FenceIdle plus longest, the
+// longest lease the id had. A key with no TTL (pttl <= 0) does not: it is
+// state left for good.
+func FenceKeyExpires(pttl, longest time.Duration) bool {
+	return pttl > 0 && pttl <= FenceIdle+longest
+}
+
 // Publish is the command the scripts send wake-ups with.
 type Publish string
 
@@ -169,33 +182,6 @@ func Millis(d time.Duration) string {
 		ms++
 	}
 	return strconv.FormatInt(int64(ms), 10)
-}
-
-// AcquireCall returns the KEYS and ARGV of acquire, with tracking on
-// (see [NewConsts]; a Backend makes its Consts once instead).
-func AcquireCall(k keys.ID, req backend.AcquireRequest, maxWaiters, purgeLimit int, pub Publish) (keys, args []string) {
-	return NewConsts(maxWaiters, purgeLimit, pub, true).Acquire(k, req)
-}
-
-// ReleaseCall returns the KEYS and ARGV of release.
-func ReleaseCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
-	return NewConsts(1, purgeLimit, pub, false).Release(k, token)
-}
-
-// ExtendCall returns the KEYS and ARGV of extend, with tracking on.
-func ExtendCall(k keys.ID, token string, ttl time.Duration) (keys, args []string) {
-	return Consts{tracking: "1"}.Extend(k, token, ttl)
-}
-
-// LeaveCall returns the KEYS and ARGV of leave.
-func LeaveCall(k keys.ID, token string, purgeLimit int, pub Publish) (keys, args []string) {
-	return NewConsts(1, purgeLimit, pub, false).Leave(k, token)
-}
-
-// HeartbeatCall returns the KEYS and ARGV of heartbeat for tokens of one
-// id (at most MaxHeartbeatBatch).
-func HeartbeatCall(k keys.ID, tokens []string, waiterTTL time.Duration, purgeLimit int, pub Publish) (keys, args []string) {
-	return NewConsts(1, purgeLimit, pub, false).Heartbeat(k, tokens, waiterTTL)
 }
 
 // ParseAcquire turns acquire's reply into a Grant.

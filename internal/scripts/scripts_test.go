@@ -97,16 +97,17 @@ func TestScriptsValidateArgv(t *testing.T) {
 	k := ks.For("id")
 	long := strings.Repeat("t", 129)
 	good := backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second, Wait: true, WaiterTTL: time.Second}
-	acqKeys, acqArgs := AcquireCall(k, good, 10, 10, Classic)
+	cs := NewConsts(10, 10, Classic, true)
+	acqKeys, acqArgs := cs.Acquire(k, good)
 	with := func(args []string, i int, v string) []string {
 		out := append([]string(nil), args...)
 		out[i] = v
 		return out
 	}
-	relKeys, relArgs := ReleaseCall(k, "T", 10, Classic)
-	extKeys, extArgs := ExtendCall(k, "T", time.Second)
-	lvKeys, lvArgs := LeaveCall(k, "T", 10, Classic)
-	hbKeys, hbArgs := HeartbeatCall(k, []string{"T"}, time.Second, 10, Classic)
+	relKeys, relArgs := cs.Release(k, "T")
+	extKeys, extArgs := cs.Extend(k, "T", time.Second)
+	lvKeys, lvArgs := cs.Leave(k, "T")
+	hbKeys, hbArgs := cs.Heartbeat(k, []string{"T"}, time.Second)
 	cases := []struct {
 		name   string
 		script Script
@@ -223,15 +224,16 @@ func TestShardedWakeUp(t *testing.T) {
 		}
 	}
 	for _, pub := range []Publish{Sharded, Classic} {
+		cs := NewConsts(10, 10, pub, false)
 		hold := backend.AcquireRequest{ID: "id", Token: "H", TTL: time.Minute}
 		wait := backend.AcquireRequest{ID: "id", Token: "W", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute}
 		for _, r := range []backend.AcquireRequest{hold, wait} {
-			kk, a := AcquireCall(k, r, 10, 10, pub)
+			kk, a := cs.Acquire(k, r)
 			if err := c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		kk, a := ReleaseCall(k, "H", 10, pub)
+		kk, a := cs.Release(k, "H")
 		if err := c.Eval(ctx, Release.Source, kk, anys(a)...).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +254,7 @@ func TestShardedWakeUp(t *testing.T) {
 		} else if _, ok := m.(*redis.Pong); !ok {
 			t.Fatalf("%s: the other kind of subscriber got %v", pub, m)
 		}
-		kk, a = LeaveCall(k, "W", 10, pub)
+		kk, a = cs.Leave(k, "W")
 		if err := c.Eval(ctx, Leave.Source, kk, anys(a)...).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +275,7 @@ func TestShardedNeedsRedis7(t *testing.T) {
 	ctx := context.Background()
 	ks, _ := keys.New("t:")
 	k := ks.For("id")
-	kk, a := AcquireCall(k, backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second}, 10, 10, Sharded)
+	kk, a := NewConsts(10, 10, Sharded, false).Acquire(k, backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second})
 	err = c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err()
 	if err == nil || ErrorCode(err.Error()) != CodeBadArg || !strings.Contains(err.Error(), "Redis 7.0") {
 		t.Fatalf("acquire with SPUBLISH on miniredis: %v; want LOCKBADARG naming Redis 7.0", err)
@@ -281,7 +283,7 @@ func TestShardedNeedsRedis7(t *testing.T) {
 	if n := c.Exists(ctx, k.Lock, k.Counters).Val(); n != 0 {
 		t.Fatalf("a refused call wrote %d keys", n)
 	}
-	kk, a = AcquireCall(k, backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second}, 10, 10, Classic)
+	kk, a = NewConsts(10, 10, Classic, false).Acquire(k, backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second})
 	if err := c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err(); err != nil {
 		t.Fatalf("acquire with PUBLISH on miniredis: %v", err)
 	}
