@@ -176,6 +176,7 @@ func (h *redisHarness) DropNotifier(t *testing.T, b backend.Backend) { h.conns.D
 func (h *redisHarness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
 	h.conns.DelaySubscribe(t, b, d)
 }
+
 // TestStateLeftFenceKey: the harness's StateChecker passes over a fence
 // key that expires within its bound, and reports one with no TTL or a
 // longer one, as it reports every other key.
