@@ -55,13 +55,52 @@ func External() bool { return os.Getenv("REDIS_ADDR") != "" }
 // redis-servers ([redisserver.Exclusive]), runs the tests and then stops
 // the shared server, if one was started. Use it as:
 // func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }.
+//
+// After tests that passed, it fails the binary when a key without a TTL
+// is left on the shared server it started: every key the library writes
+// must expire (H2), also the ones a test left behind.
 func Main(m *testing.M) int {
 	Exclusive()
 	code := m.Run()
 	if shared != nil {
+		if code == 0 {
+			if left, err := Persistent(shared.Addr); err != nil || left != "" {
+				fmt.Fprintf(os.Stderr, "redistest: after the tests, keys without a TTL on the shared server: %q (err %v)\n", left, err)
+				code = 1
+			}
+		}
 		shared.Close()
 	}
 	return code
+}
+
+// persistentScript lists (up to 10 of) the keys that have no TTL, as one
+// status line: "<count> <key> <key> ...", or "" when there are none.
+const persistentScript = `local out, n, cur = {}, 0, '0'
+repeat
+  local r = redis.call('SCAN', cur, 'COUNT', 1000)
+  cur = r[1]
+  for _, k in ipairs(r[2]) do
+    if redis.call('PTTL', k) == -1 then
+      n = n + 1
+      if #out < 10 then out[#out + 1] = k end
+    end
+  end
+until cur == '0'
+if n == 0 then return redis.status_reply('') end
+return redis.status_reply(n .. ' ' .. table.concat(out, ' '))`
+
+// Persistent reports the keys without a TTL on the server at addr: their
+// count and up to ten of them, or "" when every key expires.
+func Persistent(addr string) (string, error) {
+	line, err := redisserver.Command(addr, "EVAL", persistentScript, "0")
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(line, "+") {
+		return "", fmt.Errorf("redistest: unexpected reply %q", line)
+	}
+	return line[1:], nil
 }
 
 // Exclusive takes the machine-wide lock for the rest of the process's life

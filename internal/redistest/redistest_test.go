@@ -41,3 +41,23 @@ func TestPrefixIsUniqueAndBraceFree(t *testing.T) {
 		t.Fatalf("Prefix(%q) = %q contains a brace", t.Name(), a)
 	}
 }
+
+// TestPersistent: a key without a TTL is reported, one with a TTL is not.
+func TestPersistent(t *testing.T) {
+	srv := Start(t)
+	if left, err := Persistent(srv.Addr); err != nil || left != "" {
+		t.Fatalf("empty server: %q, %v", left, err)
+	}
+	if _, err := srv.Do("SET", "ttl", "v", "PX", "60000"); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := Persistent(srv.Addr); err != nil || left != "" {
+		t.Fatalf("a key with a TTL: %q, %v; want nothing", left, err)
+	}
+	if _, err := srv.Do("SET", "forever", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := Persistent(srv.Addr); err != nil || left != "1 forever" {
+		t.Fatalf("a key without a TTL: %q, %v; want \"1 forever\"", left, err)
+	}
+}
