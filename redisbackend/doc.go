@@ -24,7 +24,9 @@
 //	n       hash    "fence", "ticket"; "rel": the last          none: the documented counters
 //	                release's token (a resent release is
 //	                answered as the first one was)
-//	wake    -       pub/sub channel; payload: the head's token  -
+//	wake    -       pub/sub channel; payload: ":<head's token>"  -
+//	                (re-check), or "<ms>:<head's token>" (a new
+//	                head of a lock held ms more: a timer)
 //
 // The counters hash is the one key an id keeps for good: fences and tickets
 // must never go backwards. Everything else expires: the lock with its lease,
