@@ -160,10 +160,23 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 
 	// Slow path: subscribe before the check (L1), then queue.
 	wake := make(chan struct{}, 1)
+	told := make(chan time.Duration, 1) // the latest Wake.HolderTTL not yet read
 	w := &waiter{id: id, token: o.Token, wake: func() {
 		select {
 		case wake <- struct{}{}:
 		default:
+		}
+	}, told: func(d time.Duration) {
+		for { // keep the latest: drop an unread older one
+			select {
+			case told <- d:
+				return
+			default:
+			}
+			select {
+			case <-told:
+			default:
+			}
 		}
 	}}
 	if err := l.register(ctx, w); err != nil {
@@ -223,21 +236,33 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 				holder.Reset(g.HolderTTL + l.resolution)
 			}
 		}
-		select {
-		case <-wake:
-			woke = l.obsNow() // observer.go
-		case <-holder.C:
-			woke = time.Time{}
-		case <-queueTimer.C:
-			if err := l.cleanup(ctx, id, o.Token); err != nil {
-				l.log.Warn("lock: leaving the queue after the queue timeout failed; the entry expires on its own",
-					"id", id, "err", err)
+	wait:
+		for {
+			select {
+			case <-wake:
+				woke = l.obsNow() // observer.go
+				break wait
+			case <-holder.C:
+				woke = time.Time{}
+				break wait
+			case d := <-told:
+				// This waiter became the head of a held lock: no step, but
+				// a timer at the holder's TTL, since the lease may end
+				// without a release. The wake-up left the store after the
+				// step that measured d, so the timer fires after the
+				// lease's end by the store.
+				holder.Reset(d + l.resolution)
+			case <-queueTimer.C:
+				if err := l.cleanup(ctx, id, o.Token); err != nil {
+					l.log.Warn("lock: leaving the queue after the queue timeout failed; the entry expires on its own",
+						"id", id, "err", err)
+				}
+				return Result{ID: id, WasInUse: true}, nil
+			case <-ctx.Done():
+				return Result{ID: id, WasInUse: true}, joinErrs(wrap("acquire", id, ctx.Err()), l.cleanup(ctx, id, o.Token))
+			case <-l.done:
+				return Result{ID: id, WasInUse: true}, joinErrs(wrap("acquire", id, ErrClosed), l.cleanup(ctx, id, o.Token))
 			}
-			return Result{ID: id, WasInUse: true}, nil
-		case <-ctx.Done():
-			return Result{ID: id, WasInUse: true}, joinErrs(wrap("acquire", id, ctx.Err()), l.cleanup(ctx, id, o.Token))
-		case <-l.done:
-			return Result{ID: id, WasInUse: true}, joinErrs(wrap("acquire", id, ErrClosed), l.cleanup(ctx, id, o.Token))
 		}
 	}
 }

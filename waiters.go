@@ -15,6 +15,10 @@ type waiter struct {
 	refreshed time.Time  // send time of the last step or heartbeat that found it queued; guarded by Locker.mu
 	wake      func()     // must not block
 	st        *idWaiters // the state w is registered in; nil when not. Guarded by Locker.mu.
+	// told, if set, takes a wake-up that tells the waiter it became the
+	// head of a held lock, with the holder's TTL (Wake.HolderTTL); without
+	// it such a wake-up calls wake. Must not block.
+	told func(holderTTL time.Duration)
 }
 
 // idWaiters is the Locker's state for one id with local waiters: one
@@ -227,10 +231,11 @@ func (l *Locker) setTicket(w *waiter, t uint64) {
 	l.mu.Unlock()
 }
 
-// onWake routes one wake-up: to the named waiter if it is local; to every
-// local waiter of the id for a Wake.All; otherwise to the local waiter with
-// the lowest known ticket (waiters whose ticket is still unknown are woken
-// too, since they may be ahead).
+// onWake routes one wake-up: to the named waiter if it is local (to its
+// told function for a Wake.HolderTTL); to every local waiter of the id for
+// a Wake.All; otherwise to the local waiter with the lowest known ticket
+// (waiters whose ticket is still unknown are woken too, since they may be
+// ahead).
 func (l *Locker) onWake(wk backend.Wake) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -245,7 +250,11 @@ func (l *Locker) onWake(wk backend.Wake) {
 		}
 	case wk.Token != "":
 		for w := range st.waiters {
-			if w.token == wk.Token {
+			switch {
+			case w.token != wk.Token:
+			case wk.HolderTTL > 0 && w.told != nil:
+				w.told(wk.HolderTTL)
+			default:
 				w.wake()
 			}
 		}

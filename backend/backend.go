@@ -117,4 +117,9 @@ type Wake struct {
 	// All asks every local waiter of ID to re-check (after a reconnect or
 	// when notifications may have been lost).
 	All bool
+	// HolderTTL, when > 0 with a Token, tells that waiter it became the
+	// head while the lock is held, and the holder's remaining TTL at the
+	// step (checklist item 7). The core then keeps a timer at that TTL
+	// instead of re-checking. 0 means a plain wake-up: re-check now.
+	HolderTTL time.Duration
 }

@@ -91,7 +91,13 @@
 //     are not woken, and a wake-up goes to every process subscribed to the
 //     id at most once (the core routes it to the named waiter). A lease
 //     that expires without a release need not notify: the core keeps a
-//     timer at the holder's remaining TTL.
+//     timer at the holder's remaining TTL, once it knows it is the head.
+//     So every step that changes the head while the lock is held (a grant
+//     to the head with waiters left, the head's Leave, the purge of a dead
+//     head) tells the new head, unless it is the requester of the step
+//     (its reply tells it): Wake{ID, Token: headToken, HolderTTL: the
+//     holder's remaining TTL} (optional: a plain Wake{ID, Token:
+//     headToken} makes it re-check with a step, which tells it too).
 //  8. Subscribe must not return before wake-ups for the id can be
 //     delivered (the core subscribes before it checks, so no release can
 //     slip between): on Redis, wait for the server's confirmation of the

@@ -38,12 +38,14 @@ import (
 //   - no-wake-all: no Wake{All} after the notifier reconnects;
 //   - batch-reversed: AcquireBatch runs its requests in reverse order;
 //   - refresh-dead-entry: a Heartbeat re-creates an entry that was purged
-//     past its deadline and reports it queued.
+//     past its deadline and reports it queued;
+//   - head-untold: a step that makes a waiter the head of a held lock (a
+//     grant with waiters left, the head's Leave) does not tell it.
 var stepKinds = map[string]bool{
 	"wake-every-waiter": true, "wake-tail": true, "leave-no-wake": true, "purge-no-wake": true,
 	"retry-full-ttl": true, "release-after-expiry-nil": true, "extend-revives": true,
 	"fence-forgotten": true, "no-waiter-cap": true, "subscribe-early": true, "no-wake-all": true,
-	"batch-reversed": true, "refresh-dead-entry": true,
+	"batch-reversed": true, "refresh-dead-entry": true, "head-untold": true,
 }
 
 // stepBreakage is a memorybackend Backend with one breakage, its kind.
@@ -211,6 +213,10 @@ func (b *stepBreakage) Subscribe(ctx context.Context, id string, fn func(backend
 			}
 		case "leave-no-wake", "purge-no-wake":
 			if b.muted.has(wk.ID) {
+				return
+			}
+		case "head-untold":
+			if wk.HolderTTL > 0 {
 				return
 			}
 		}

@@ -90,6 +90,11 @@
 //   - reconnect-wakes-all (L1, checklist item 8): after the harness breaks
 //     a process's notifier (NotifierDropper), each of its subscribed ids
 //     gets Wake{All} within 5 s, and releases wake its waiters again.
+//   - head-after-grant (L1, checklist item 7): A holds, B and C queue in
+//     their own processes, heartbeats every 6.7 s. A releases to B, which
+//     makes C the head; B dies holding: C is granted within 100 ms (+ 1 s
+//     slack) of B's lease's end. The same when B's Leave makes C the head
+//     while A holds and A's lease ends (skipped with HeadChangeUnwoken).
 //   - no-lost-wakeup (L1): with the wake-ups lost, after a release, and after
 //     the holder's lease expires (at its TTL, or early with an Expirer) the
 //     waiter still acquires within the fallback bound.
@@ -174,7 +179,8 @@
 //   - Limiter: states the waiter cap and purge limit (waiter-cap is skipped
 //     without a cap) and documented exceptions: UnnamedWakes (wake-ups
 //     that cannot name the head) and HeadChangeUnwoken (a head removed
-//     while the lock stays free wakes nobody; the heartbeat finds it).
+//     by a Leave or a purge wakes nobody, nor tells the new head of a held
+//     lock; the heartbeat finds it).
 //
 // The suite wraps every backend in a spy (spy.go) that records the steps
 // and wake-ups, and injects faults: lost wake-ups, a killed process, a lost

@@ -97,9 +97,10 @@ type Limits struct {
 	// then checks only the wake-ups that name a token.
 	UnnamedWakes bool
 	// HeadChangeUnwoken states a documented exception to checklist item
-	// 7: a step that removes the head while the lock stays free (a Leave,
-	// a purge) wakes nobody, and the new head finds out by its own
-	// heartbeat. wake-new-head then allows those cases the heartbeat
-	// bound instead of one notification.
+	// 7: a step that removes the head (a Leave, a purge) wakes nobody,
+	// whether the lock stays free or held, and the new head finds out by
+	// its own heartbeat. wake-new-head then allows those cases the
+	// heartbeat bound instead of one notification, and head-after-grant
+	// skips the head's Leave under a held lock.
 	HeadChangeUnwoken bool
 }

@@ -497,3 +497,90 @@ func cancelWhileQueued(e *env) {
 		e.assertFree(lc, id, fmt.Sprintf("round %d: after a cancel that raced the release", round))
 	}
 }
+
+// Timings of head-after-grant.
+const (
+	// headTTL is the lease that ends without a release.
+	headTTL = time.Second
+	// headBound is how soon after that lease's end the head at that
+	// moment must be granted (plus slack, for a loaded machine).
+	headBound = 100 * time.Millisecond
+	// headWaiterTimeout makes the heartbeats too slow to be what grants
+	// the head: the first one comes headWaiterTimeout/3 after the head
+	// queued, seconds after the lease's end plus headBound and slack.
+	headWaiterTimeout = 20 * time.Second
+)
+
+// L1 head-after-grant (checklist item 7): a waiter that becomes the head
+// while the lock is held, with no step of its own telling it, still learns
+// when the lease ends. (a) A holds; B and C queue, each in its own process;
+// A releases to B, which makes C the head; B dies holding. (b) A holds
+// (headTTL); B and C queue; B leaves, which makes C the head; A's lease
+// ends. Either way C must be granted within headBound (+ slack) of the
+// lease's end, as when it queued as the head. Heartbeats (every
+// headWaiterTimeout/3) are too slow to be what grants it.
+func headAfterGrant(e *env) {
+	ctx := e.ctx(time.Minute)
+	// check waits for C's grant and fails unless it came within headBound
+	// (+ slack) of end, a time before which the lease did not end (so
+	// the lateness measured is never less than the true one).
+	check := func(what string, pc *pending, end time.Time) {
+		e.t.Helper()
+		le := pc.granted(e, time.Until(end)+headWaiterTimeout/3+prompt, what+": C, the head")
+		late := pc.end.Sub(end)
+		e.t.Logf("%s: C was granted %v after the lease's end", what, late.Round(time.Millisecond))
+		if late > headBound+slack {
+			e.errorf("%s: C, the head when the lease ended without a release, was granted %v after its end, want within %v (+ %v slack); its heartbeat every %v was what found it: nobody told C it was the head",
+				what, late.Round(time.Millisecond), headBound, slack, headWaiterTimeout/3)
+		}
+		e.mustRelease(le)
+	}
+
+	// (a) The grant to B makes C the head; B dies holding.
+	{
+		la, _ := e.defaultLocker()
+		lb, sb := e.locker(lock.Options{WaiterTimeout: headWaiterTimeout})
+		lc, sc := e.locker(lock.Options{WaiterTimeout: headWaiterTimeout})
+		id := e.id()
+		held := e.mustAcquire(la, id, longTTL)
+		pb := e.acquireAsync(ctx, lb, id, headTTL)
+		e.waitFor(prompt, "B queued", func() bool { return sb.queued(id) })
+		pc := e.acquireAsync(ctx, lc, id, longTTL)
+		e.waitFor(prompt, "C queued", func() bool { return sc.queued(id) })
+		released := time.Now() // B's grant, and so its lease, starts after this
+		e.mustRelease(held)
+		pb.granted(e, prompt, "(a) B after A's release")
+		sb.kill() // B dies holding: no release, no extend
+		check("(a) A released to B, B died holding", pc, released.Add(headTTL))
+	}
+
+	// (b) B's Leave makes C the head; A's lease ends.
+	if e.limits().HeadChangeUnwoken {
+		e.t.Log("Limits.HeadChangeUnwoken: skipping the head's Leave while the lock is held")
+		return
+	}
+	{
+		la, sa := e.defaultLocker()
+		lb, sb := e.locker(lock.Options{WaiterTimeout: headWaiterTimeout})
+		lc, sc := e.locker(lock.Options{WaiterTimeout: headWaiterTimeout})
+		id := e.id()
+		start := time.Now() // A's lease ends by start + headTTL
+		held := e.mustAcquire(la, id, headTTL)
+		sa.kill() // A dies holding
+		bctx, leave := context.WithCancel(ctx)
+		pb := e.acquireAsync(bctx, lb, id, longTTL)
+		e.waitFor(prompt, "B queued", func() bool { return sb.queued(id) })
+		pc := e.acquireAsync(ctx, lc, id, longTTL)
+		e.waitFor(prompt, "C queued", func() bool { return sc.queued(id) })
+		leave()
+		if _, err := pb.wait(e, prompt, "(b) B, cancelled"); !errors.Is(err, context.Canceled) {
+			e.errorf("(b) B, cancelled while queued: %v, want context.Canceled", err)
+		}
+		if time.Now().After(held.ValidUntil()) {
+			e.t.Logf("(b) skipped: B left %v after A's lease (%v) was granted, too late to test a head change while it is held",
+				time.Since(start).Round(time.Millisecond), headTTL)
+			return
+		}
+		check("(b) B left while A held, A died holding", pc, start.Add(headTTL))
+	}
+}

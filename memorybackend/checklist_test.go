@@ -196,6 +196,17 @@ func woke(toks ...string) op {
 	}}
 }
 
+// told checks the wake-ups delivered since the last check: one that tells
+// tok it became the head of a held lock, whose holder has holderTTL left.
+func told(tok string, holderTTL time.Duration) op {
+	return op{fmt.Sprintf("told %s (holder TTL %v)", tok, holderTTL), func(t *testing.T, e *env) {
+		want := []backend.Wake{{ID: id, Token: tok, HolderTTL: holderTTL}}
+		if got := e.takeWakes(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("wake-ups = %+v, want %+v", got, want)
+		}
+	}}
+}
+
 func length(n int) op {
 	return op{fmt.Sprintf("Len == %d", n), func(t *testing.T, e *env) {
 		if got := e.store.Len(); got != n {
@@ -257,9 +268,9 @@ func TestChecklist(t *testing.T) {
 			queue("B", "C", "D"),
 			release("A", nil), woke("B"),
 			wait("C", queued(2, false, 0)),
-			wait("B", granted(2, ttl)), queue("C", "D"), woke(),
+			wait("B", granted(2, ttl)), queue("C", "D"), told("C", ttl),
 			release("B", nil), woke("C"),
-			wait("C", granted(3, ttl)),
+			wait("C", granted(3, ttl)), told("D", ttl),
 			release("C", nil), woke("D"),
 			try("D", granted(4, ttl)),
 			release("D", nil), woke(),
@@ -343,7 +354,7 @@ func TestChecklist(t *testing.T) {
 			wait("B", queued(1, true, ttl)),
 			wait("C", queued(2, false, ttl)),
 			release("A", nil), woke("B"),
-			wait("B", granted(2, ttl)),
+			wait("B", granted(2, ttl)), told("C", ttl),
 			leave("B"),
 			holder(""), queue("C"), woke("C"),
 			wait("C", granted(3, ttl)),
@@ -417,8 +428,8 @@ func TestChecklist(t *testing.T) {
 			advance(4 * time.Second), beat("L", alive), rawQueue(6),
 			advance(2 * time.Second),
 			queue("L"), rawQueue(6),
-			try("N", refused(hour-6*time.Second)), rawQueue(4),
-			beat("L", alive), rawQueue(2),
+			try("N", refused(hour-6*time.Second)), rawQueue(4), told("W3", hour-6*time.Second),
+			beat("L", alive), rawQueue(2), told("W5", hour-6*time.Second),
 			wait("L", queued(6, true, hour-6*time.Second)), rawQueue(1),
 			queue("L"), woke(),
 		}},
@@ -465,7 +476,7 @@ func TestChecklist(t *testing.T) {
 			try("N", refused(0)),
 			woke(),
 		}},
-		{name: "7 no wake-up without waiters or while the lock is held", ops: []op{
+		{name: "7 no wake-up without waiters; while the lock is held only a new head is told", ops: []op{
 			try("A", granted(1, ttl)),
 			release("A", nil), woke(),
 			try("A", granted(2, ttl)),
@@ -473,8 +484,21 @@ func TestChecklist(t *testing.T) {
 			beat("B", alive),
 			extend("A", ttl, nil),
 			wait("C", queued(2, false, ttl)),
-			leave("B"),
+			wait("D", queued(3, false, ttl)),
 			woke(),
+			advance(time.Second),
+			leave("B"),
+			told("C", ttl-time.Second),
+		}},
+		{name: "7 a heartbeat that purges the head of a held lock tells the new head", ops: []op{
+			try("A", granted(1, ttl)),
+			wait("B", queued(1, true, ttl)),
+			advance(3 * time.Second),
+			wait("C", queued(2, false, ttl-3*time.Second)),
+			advance(3 * time.Second),
+			beat("C", alive),
+			told("C", ttl-6*time.Second),
+			holder("A"), queue("C"),
 		}},
 		{name: "H2 nothing is left once every lock and waiter is gone", ops: []op{
 			try("A", granted(1, ttl)),

@@ -77,8 +77,12 @@
 // is non-empty and either the step freed the lock (a release, a leave that
 // released, or a lease found expired) or the head changed (a leave or a
 // purge). Heartbeat also wakes the head of every listed id whose lock is free
-// and whose queue is non-empty. [Store.ExpireNow] ends a lease with no
-// wake-up, like a Redis key expiring.
+// and whose queue is non-empty. A step after which the lock is held and
+// the head changed (a grant with waiters left, the head's Leave, a purge)
+// tells the new head, unless it is the step's requester:
+// backend.Wake{ID: id, Token: headToken, HolderTTL: the holder's remaining
+// TTL}. [Store.ExpireNow] ends a lease with no wake-up, like a Redis key
+// expiring.
 //
 // A closed Backend drops its subscriptions, and every later call returns
 // [backend.ErrClosed]; other Backends on the Store are not affected. Close

@@ -262,12 +262,18 @@ func (s *Store) open(sh *shard, id string, now time.Time) (*entry, mark) {
 	return e, m
 }
 
-// finish ends a step on id: it deletes the entry if nothing is left, and
-// otherwise returns the wake-up of the head when the lock is free and the
-// step freed it or changed the head (or always, with force).
-func (s *Store) finish(sh *shard, id string, e *entry, m mark, force bool) wakeCall {
+// finish ends a step on id at now: it deletes the entry if nothing is
+// left, and otherwise returns the wake-up of the head when the lock is free
+// and the step freed it or changed the head (or always, with force). When
+// the lock is held and the step changed the head, the new head is told,
+// with the holder's TTL, unless it is self, the step's requester (its
+// reply tells it).
+func (s *Store) finish(sh *shard, id string, e *entry, m mark, now time.Time, self string, force bool) wakeCall {
 	if e.holder != "" {
-		return wakeCall{}
+		if e.head == nil || e.head == m.head || e.head.token == self {
+			return wakeCall{}
+		}
+		return s.wakeHead(sh, id, e, e.expiry.Sub(now))
 	}
 	if e.head == nil {
 		sh.drop(id, e)
@@ -276,11 +282,16 @@ func (s *Store) finish(sh *shard, id string, e *entry, m mark, force bool) wakeC
 	if !force && !m.held && e.head == m.head {
 		return wakeCall{}
 	}
+	return s.wakeHead(sh, id, e, 0)
+}
+
+// wakeHead returns the wake-up of e's head, with holderTTL (0: a plain one).
+func (s *Store) wakeHead(sh *shard, id string, e *entry, holderTTL time.Duration) wakeCall {
 	subs := sh.subs[id]
 	if len(subs) == 0 {
 		return wakeCall{}
 	}
-	return wakeCall{subs: subs, wake: backend.Wake{ID: id, Token: e.head.token}}
+	return wakeCall{subs: subs, wake: backend.Wake{ID: id, Token: e.head.token, HolderTTL: holderTTL}}
 }
 
 // grant gives the lock to req.Token with a new fence.
@@ -327,7 +338,8 @@ func (s *Store) acquire(sh *shard, req *backend.AcquireRequest) (backend.Grant, 
 		if w != nil {
 			e.remove(w)
 		}
-		return s.grant(e, req, now), wakeCall{}, nil
+		// The next waiter, if any, is the head now: it is told.
+		return s.grant(e, req, now), s.finish(sh, req.ID, e, m, now, req.Token, false), nil
 	}
 	var g backend.Grant
 	var err error
@@ -351,7 +363,7 @@ func (s *Store) acquire(sh *shard, req *backend.AcquireRequest) (backend.Grant, 
 		g.Ticket = w.ticket
 		g.Head = e.head == w
 	}
-	return g, s.finish(sh, req.ID, e, m, false), err
+	return g, s.finish(sh, req.ID, e, m, now, req.Token, false), err
 }
 
 // release is the Release step; the caller holds sh.mu.
@@ -367,7 +379,7 @@ func (s *Store) release(sh *shard, id, token string) (wakeCall, error) {
 	} else {
 		err = backend.ErrNotHeld
 	}
-	return s.finish(sh, id, e, m, false), err
+	return s.finish(sh, id, e, m, now, "", false), err
 }
 
 // extend is the Extend step; the caller holds sh.mu.
@@ -383,7 +395,7 @@ func (s *Store) extend(sh *shard, id, token string, ttl time.Duration) (wakeCall
 	} else {
 		err = backend.ErrNotHeld
 	}
-	return s.finish(sh, id, e, m, false), err
+	return s.finish(sh, id, e, m, now, "", false), err
 }
 
 // leave is the Leave step; the caller holds sh.mu.
@@ -399,7 +411,7 @@ func (s *Store) leave(sh *shard, id, token string) wakeCall {
 	if e.heldBy(token) {
 		e.holder = ""
 	}
-	return s.finish(sh, id, e, m, false)
+	return s.finish(sh, id, e, m, now, "", false)
 }
 
 // heartbeat is one waiter's Heartbeat step; the caller holds sh.mu.
@@ -415,7 +427,7 @@ func (s *Store) heartbeat(sh *shard, wt backend.Waiter, waiterTTL time.Duration)
 		r.Queued = true
 		r.Ready = e.holder == "" && e.head == w
 	}
-	return r, s.finish(sh, wt.ID, e, m, true)
+	return r, s.finish(sh, wt.ID, e, m, now, "", true)
 }
 
 // subscription is one Subscribe registration.

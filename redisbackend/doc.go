@@ -25,7 +25,9 @@
 //	n       hash    "fence": the id's last fence; "rel": the    an hour, set by a grant about once per
 //	                token of its last release (a resent         half hour of grants, and by an extend or
 //	                release is answered as the first one was)   grant of a longer lease
-//	wake    -       pub/sub channel; payload: the head's token  -
+//	wake    -       pub/sub channel; payload: ":<head's token>" -
+//	                (re-check), or "<ms>:<head's token>" (a new
+//	                head of a lock held ms more: a timer)
 //
 // Every key expires. The fence key n outlives the id's last grant by 30 to
 // 60 minutes, and every lease. So memory per id returns to zero once the

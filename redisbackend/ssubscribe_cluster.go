@@ -395,7 +395,7 @@ func (s *clusterSubscriber) read(n *shardNode, ps *redis.PubSub) {
 				fns, id = e.Fns.Snapshot(), e.ID
 			}
 			s.mu.Unlock()
-			fns.Deliver(backend.Wake{ID: id, Token: m.Payload})
+			fns.Deliver(wakefns.Parse(id, m.Payload))
 		case *redis.Subscription:
 			switch m.Kind {
 			case "ssubscribe":

@@ -134,7 +134,7 @@ func (s *subscriber) receive(ch <-chan any) {
 				fns, id = e.Fns.Snapshot(), e.ID
 			}
 			s.mu.Unlock()
-			fns.Deliver(backend.Wake{ID: id, Token: m.Payload})
+			fns.Deliver(wakefns.Parse(id, m.Payload))
 		case *redis.Subscription:
 			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
 				continue

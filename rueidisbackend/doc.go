@@ -59,11 +59,16 @@
 //     only then delivers Wake{ID, All: true} for every subscribed id, so
 //     that every waiter re-checks, and tracks again, on the new connection.
 //
-// What tracking does not report: a change of the queue's head while the lock
-// stays free (a head that leaves or dies right after a release). The next
-// head finds out by its own heartbeat (Ready), within WaiterTimeout/3 (plus
-// WaiterTimeout for a dead head to be purged), as with a lost pub/sub
-// message. And every change of the lock key wakes one waiter per process
+// A grant changes the lock key, so every waiting process re-checks: the
+// next head learns it is the head, and the holder's TTL, from that step,
+// and keeps a timer for a lease that ends without a release.
+//
+// What tracking does not report: a change of the queue's head by a Leave
+// or a purge, the lock being free (a head that leaves or dies right after
+// a release) or held (the new head then keeps no timer at the holder's
+// TTL). The next head finds out by its own heartbeat (Ready), within
+// WaiterTimeout/3 (plus WaiterTimeout for a dead head to be purged), as
+// with a lost pub/sub message. And every change of the lock key wakes one waiter per process
 // that waits on the id, including a holder's extend: one extra step per
 // waiting process per extend, where pub/sub wakes the head only.
 //

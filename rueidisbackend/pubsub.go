@@ -231,7 +231,7 @@ func (s *pubsub) onMessage(m rueidis.PubSubMessage) {
 		fns, id = e.Fns.Snapshot(), e.ID
 	}
 	s.mu.Unlock()
-	fns.Deliver(backend.Wake{ID: id, Token: m.Message})
+	fns.Deliver(wakefns.Parse(id, m.Message))
 }
 
 func (s *pubsub) onSubscription(sub rueidis.PubSubSubscription) {

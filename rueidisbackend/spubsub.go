@@ -183,7 +183,7 @@ func (s *spubsub) message(e *spEntry, m rueidis.PubSubMessage) {
 	if closed {
 		return
 	}
-	fns.Deliver(backend.Wake{ID: e.ID, Token: m.Message})
+	fns.Deliver(wakefns.Parse(e.ID, m.Message))
 }
 
 // fail ends e's first Subscribe with err and reports whether e is done

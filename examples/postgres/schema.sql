@@ -45,15 +45,20 @@ END $$;
 
 -- finish ends a step: when the lock is free and has a live head, it wakes
 -- that head if the step freed the lock or changed the head (or always, with
--- force). It returns the head when the lock is free.
+-- force). When the lock is held and the step changed the head, it wakes the
+-- new head too: it re-checks, and so keeps a timer at the holder's TTL. It
+-- returns the head when the lock is free.
 CREATE OR REPLACE FUNCTION {{s}}.finish(p_id bytea, now_ts timestamptz, held bool, head_before bytea, force bool)
 RETURNS bytea LANGUAGE plpgsql AS $$
 DECLARE h bytea;
 BEGIN
+  h := {{s}}.head(p_id, now_ts);
   IF EXISTS (SELECT FROM {{s}}.ids WHERE id = p_id AND token IS NOT NULL) THEN
+    IF h IS NOT NULL AND h IS DISTINCT FROM head_before THEN
+      PERFORM pg_notify('{{s}}', encode(p_id, 'hex') || ' ' || encode(h, 'hex'));
+    END IF;
     RETURN NULL;
   END IF;
-  h := {{s}}.head(p_id, now_ts);
   IF h IS NOT NULL AND (held OR force OR h IS DISTINCT FROM head_before) THEN
     PERFORM pg_notify('{{s}}', encode(p_id, 'hex') || ' ' || encode(h, 'hex'));
   END IF;
@@ -105,6 +110,8 @@ BEGIN
       PERFORM {{s}}.sweep(o.now_ts, p_idle * interval '1 microsecond', 8);
     END IF;
     o_acquired := true; o_ttl := p_ttl;
+    -- The next waiter, if any, is the head now: finish wakes it.
+    PERFORM {{s}}.finish(p_id, o.now_ts, o.held, p_token, false);
     RETURN;
   END IF;
   o_holder_ttl := CASE WHEN r.token IS NULL THEN 0 ELSE greatest(1, {{s}}.us(r.expiry - o.now_ts)) END;
@@ -123,7 +130,8 @@ BEGIN
     o_queued := true; o_ticket := w.ticket;
     o_head := {{s}}.head(p_id, o.now_ts) = p_token;
   END IF;
-  PERFORM {{s}}.finish(p_id, o.now_ts, o.held, o.head_before, false);
+  -- A requester that became the head knows it from the reply: not woken.
+  PERFORM {{s}}.finish(p_id, o.now_ts, o.held, CASE WHEN o_head THEN p_token ELSE o.head_before END, false);
 END $$;
 
 -- release: compare-and-delete, then wake the head (checklist 3, 7). The

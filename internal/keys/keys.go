@@ -171,7 +171,7 @@ type ID struct {
 	Queue     string // zset: waiter token -> ticket
 	Deadlines string // zset: waiter token -> deadline in ms of the server's clock
 	Counters  string // hash: "fence", "rel"; TTL: see SuffixCounters
-	Channel   string // pub/sub channel of wake-ups; payload: the head's token
+	Channel   string // pub/sub channel of wake-ups; payload: ":" or "<holder's TTL in ms>:", then the head's token
 }
 
 // For returns the key names of id. The five names share one allocation:

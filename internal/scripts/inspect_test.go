@@ -180,7 +180,7 @@ func TestForceReleaseScript(t *testing.T) {
 		t.Fatal("the lock is still there")
 	}
 	m, err := sub.ReceiveTimeout(ctx, 5*time.Second)
-	if msg, ok := m.(*redis.Message); err != nil || !ok || msg.Payload != "W" {
+	if msg, ok := m.(*redis.Message); err != nil || !ok || msg.Payload != ":W" {
 		t.Fatalf("wake-up: %v, %v; want the head's token W", m, err)
 	}
 	// The former holder's release is refused: it no longer holds the lock.

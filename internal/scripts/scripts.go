@@ -40,8 +40,12 @@
 //     id that are still queued, report queued/ready, wake the head when the
 //     lock is free.
 //
-// A wake-up is a message on the id's channel whose payload is the head's
-// token; only the head is named. It is sent with PUBLISH, or with SPUBLISH
+// A wake-up is a message on the id's channel whose payload is ":" and the
+// head's token; only the head is named. A step after which the lock is held
+// and the head changed (a grant with waiters left, the head's leave, a
+// purge) tells the new head instead, unless it is the step's requester:
+// "<ms>:<token>", ms being the holder's remaining TTL (the new lease's,
+// after a grant). A grant that leaves no waiter publishes nothing. It is sent with PUBLISH, or with SPUBLISH
 // (sharded pub/sub, Redis 7.0 or newer) when the adapter is told so: every
 // call takes the [Publish] command. The scripts reject SPUBLISH on a
 // server older than 7.0 (LOCKBADARG) before they write anything.

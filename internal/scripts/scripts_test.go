@@ -242,7 +242,7 @@ func TestShardedWakeUp(t *testing.T) {
 			heard, silent = classic, sharded
 		}
 		m, err := heard.ReceiveTimeout(ctx, 5*time.Second)
-		if msg, ok := m.(*redis.Message); err != nil || !ok || msg.Payload != "W" {
+		if msg, ok := m.(*redis.Message); err != nil || !ok || msg.Payload != ":W" {
 			t.Fatalf("%s: the subscriber got %v, %v; want the head's token W", pub, m, err)
 		}
 		// The silent one gets nothing: a PING's PONG is the next thing it reads.

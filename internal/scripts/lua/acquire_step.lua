@@ -56,8 +56,7 @@ local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, 
     return {1, fence, left, 0, 0, 0, 0}
   end
 
-  local head_before = false
-  if not holder then head_before = head_of(q) end
+  local head_before = head_of(q)
   local us = now_us()
   local now = math.floor(us / 1000)
   purge(q, d, now, limit)
@@ -83,16 +82,17 @@ local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, 
     local fence = next_fence(n, ttl, us)
     redis.call('SET', lock, token, 'PX', ttl)
     if tracking then redis.call('PTTL', lock) end
+    -- The next waiter is the head now: tell it when this lease ends, as
+    -- the lease may end without a release.
+    local next = mine and head_of(q)
+    if next then wake(publish, channel, next, ttl) end
     return {1, fence, ttl, 0, 0, 0, 0}
   end
 
-  local holder_ttl = 0
-  if holder then
-    -- PTTL is 0 in the last millisecond of a lease: report at least 1, as
-    -- 0 would mean "free, but waiters are ahead".
-    holder_ttl = redis.call('PTTL', lock)
-    if holder_ttl < 1 then holder_ttl = 1 end
-  end
+  -- At least 1 while the lock is held: 0 would mean "free, but waiters
+  -- are ahead".
+  local held_ttl = 0
+  if holder then held_ttl = holder_ttl(lock) end
 
   if wait then
     if not mine then
@@ -107,9 +107,10 @@ local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, 
     keep_queue(q, d, QUEUE_TTL_FACTOR * wttl)
   end
 
-  -- The purge removed the head while the lock is free: wake the new head.
-  if not holder and head and head ~= head_before and head ~= token then
-    redis.call(publish, channel, head)
+  -- The purge removed the head: wake the new head, or, while the lock is
+  -- held, tell it when the lease ends.
+  if head and head ~= head_before and head ~= token then
+    wake(publish, channel, head, holder and held_ttl)
   end
 
   local queued, ticket = 0, 0
@@ -118,5 +119,5 @@ local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, 
   end
   local is_head = 0
   if queued == 1 and head == token then is_head = 1 end
-  return {0, 0, 0, holder_ttl, queued, ticket, is_head}
+  return {0, 0, 0, held_ttl, queued, ticket, is_head}
 end

@@ -1,6 +1,7 @@
 -- heartbeat: refresh the deadlines of the listed waiters of one id that are
 -- still queued (never re-adding one that is gone), purge expired waiters,
--- report per waiter, and wake the head if the lock is free
+-- report per waiter, and wake the head if the lock is free, or tell a new
+-- head the holder's TTL if the purge changed the head of a held lock
 -- (backend checklist items 6 and 7).
 --
 -- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines
@@ -28,6 +29,7 @@ end
 
 local lock, q, d = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
+local head_before = head_of(q)
 purge(q, d, now, limit)
 local out = {}
 local any = false
@@ -55,6 +57,8 @@ if free and head then
   for i = 5, #ARGV do
     if out[i - 4] == 1 and ARGV[i] == head then out[i - 4] = 3 end
   end
-  redis.call(publish, channel, head)
+  wake(publish, channel, head)
+elseif head and head ~= head_before then
+  wake(publish, channel, head, holder_ttl(lock))
 end
 return out

@@ -1,5 +1,6 @@
 -- leave: remove the token's queue entry and release the lock if the token
--- holds it; wake the new head if the lock is then free. Idempotent
+-- holds it; wake the new head if the lock is then free, or tell it the
+-- holder's TTL if the head changed while the lock is held. Idempotent
 -- (backend checklist items 5 and 7).
 --
 -- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines (KEYS[4], the fence key,
@@ -32,10 +33,12 @@ if holder == token then
   holder = false
 end
 purge(q, d, now_ms(), limit)
+local head = head_of(q)
 if not holder then
-  local head = head_of(q)
   if head and (released == 1 or head ~= head_before) then
-    redis.call(publish, channel, head)
+    wake(publish, channel, head)
   end
+elseif head and head ~= head_before then
+  wake(publish, channel, head, holder_ttl(lock))
 end
 return {left, released}

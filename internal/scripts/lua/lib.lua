@@ -66,6 +66,24 @@ local function publish_cmd(i)
   return nil, 'must be PUBLISH or SPUBLISH'
 end
 
+-- wake publishes a wake-up for the waiter head on channel. Its payload is
+-- the head's token after a colon: ":<token>" asks the head to re-check now.
+-- With holder_ttl (ms), "<holder_ttl>:<token>" tells it that it became the
+-- head while the lock is held, and when the lease ends.
+local function wake(publish, channel, head, holder_ttl)
+  local ttl = ''
+  if holder_ttl then ttl = int(holder_ttl) end
+  redis.call(publish, channel, ttl .. ':' .. head)
+end
+
+-- holder_ttl returns the remaining TTL of the held lock key, in ms: at
+-- least 1, as PTTL is 0 in the last millisecond of a lease.
+local function holder_ttl(lock)
+  local t = redis.call('PTTL', lock)
+  if t < 1 then t = 1 end
+  return t
+end
+
 -- head_of returns the token with the lowest ticket, or false.
 local function head_of(q)
   local h = redis.call('ZRANGE', q, 0, 0)

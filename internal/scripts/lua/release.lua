@@ -41,6 +41,6 @@ if redis.call('EXISTS', q) == 0 then return 1 end
 purge(q, d, now_ms(), limit)
 local head = head_of(q)
 if head then
-  redis.call(publish, channel, head)
+  wake(publish, channel, head)
 end
 return 1
