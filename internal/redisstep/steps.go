@@ -111,9 +111,24 @@ func (s *Steps) Release(ctx context.Context, id, token string) error {
 }
 
 func (s *Steps) release(ctx context.Context, id, token string) error {
-	r, err := s.run(ctx, s.releaseCall(id, token))
+	c := s.releaseCall(id, token)
+	var first error // the failure of the first send, when it is resent
+	r, err := resendOnce(s, ctx, func() (Reply, error) {
+		r, err := s.runOnce(ctx, c)
+		if err != nil && first == nil {
+			first = err
+		}
+		return r, err
+	})
 	if err == nil {
 		err = s.replyErr(r.Err)
+		if first != nil && !backend.Unsent(first) && errors.Is(err, backend.ErrNotHeld) {
+			// The first send may have released the lock before its
+			// connection broke, and a later release of another token may
+			// have replaced the marker that answers a resend: the outcome
+			// is unknown, not "not held".
+			err = first
+		}
 	}
 	if s.hooks.OnWrite != nil && !errors.Is(err, backend.ErrNotHeld) {
 		s.hooks.OnWrite(id, false) // released, or maybe (unknown outcome)
