@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/scripts"
 )
 
 var _ backend.ExtendBatcher = (*Steps)(nil)
@@ -23,26 +22,15 @@ func (s *Steps) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) (
 	}
 	calls := make([]Call, len(reqs))
 	for i, r := range reqs {
-		k, a := s.cfg.consts.Extend(s.cfg.ks.For(r.ID), r.Token, r.TTL)
-		calls[i] = Call{Script: scripts.Extend, Keys: k, Args: a}
+		calls[i] = s.extendCall(r)
 	}
-	var res []Reply
-	var acks []int64
-	var err error
-	if s.cfg.waitReplicas == 0 {
-		res, err = s.runAll(ctx, calls)
-	} else {
-		res, acks, err = s.runReplicated(ctx, calls)
-	}
+	res, acks, err := s.runBatch(ctx, calls)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]error, len(reqs))
 	for i, r := range res {
-		out[i] = s.replyErr(r.Err)
-		if out[i] == nil && acks != nil && acks[i] < int64(s.cfg.waitReplicas) {
-			out[i] = s.notReplicated(acks[i])
-		}
+		out[i] = s.extendResult(r, acks, i)
 	}
 	return out, nil
 }

@@ -141,8 +141,7 @@ func (s *Steps) Extend(ctx context.Context, id, token string, ttl time.Duration)
 	if err := Check(s, ctx); err != nil {
 		return err
 	}
-	k, a := s.cfg.consts.Extend(s.cfg.ks.For(id), token, ttl)
-	c := Call{Script: scripts.Extend, Keys: k, Args: a}
+	c := s.extendCall(backend.ExtendRequest{ID: id, Token: token, TTL: ttl})
 	if s.cfg.waitReplicas == 0 {
 		r, err := s.run(ctx, c)
 		if err != nil {
@@ -154,13 +153,35 @@ func (s *Steps) Extend(ctx context.Context, id, token string, ttl time.Duration)
 	if err != nil {
 		return err
 	}
-	if err := s.replyErr(res[0].Err); err != nil {
+	return s.extendResult(res[0], acks, 0)
+}
+
+func (s *Steps) extendCall(r backend.ExtendRequest) Call {
+	k, a := s.cfg.consts.Extend(s.cfg.ks.For(r.ID), r.Token, r.TTL)
+	return Call{Script: scripts.Extend, Keys: k, Args: a}
+}
+
+// extendResult is the outcome of the i-th extend of a round trip: the
+// store's answer, or ErrNotReplicated when acks (nil without WaitReplicas)
+// says too few replicas have it.
+func (s *Steps) extendResult(r Reply, acks []int64, i int) error {
+	if err := s.replyErr(r.Err); err != nil {
 		return err
 	}
-	if acks[0] < int64(s.cfg.waitReplicas) {
-		return s.notReplicated(acks[0])
+	if acks != nil && acks[i] < int64(s.cfg.waitReplicas) {
+		return s.notReplicated(acks[i])
 	}
 	return nil
+}
+
+// runBatch runs calls in one round trip (one per master), each followed by
+// a WAIT when WaitReplicas is set; acks is nil otherwise.
+func (s *Steps) runBatch(ctx context.Context, calls []Call) (res []Reply, acks []int64, err error) {
+	if s.cfg.waitReplicas == 0 {
+		res, err = s.runAll(ctx, calls)
+		return res, nil, err
+	}
+	return s.runReplicated(ctx, calls)
 }
 
 // Leave runs the leave script: drop the entry, release a raced grant, wake
@@ -244,14 +265,7 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 		k, a := s.cfg.consts.AcquireMany(s.cfg.ks, g)
 		calls[i] = Call{Script: scripts.AcquireMany, Keys: k, Args: a}
 	}
-	var res []Reply
-	var acks []int64
-	var err error
-	if s.cfg.waitReplicas == 0 {
-		res, err = s.runAll(ctx, calls)
-	} else {
-		res, acks, err = s.runReplicated(ctx, calls)
-	}
+	res, acks, err := s.runBatch(ctx, calls)
 	if err != nil {
 		return nil, err
 	}
