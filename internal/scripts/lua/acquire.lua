@@ -33,12 +33,8 @@ if wait == '1' then
 end
 local max_waiters = posint(5)
 if not max_waiters then return bad_arg('max_waiters', 'must be a positive integer') end
-local limit = posint(6, 100000)
-if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
-local channel = ARGV[7]
-if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
-local publish, why = publish_cmd(8)
-if not publish then return bad_arg('publish', why) end
+local limit, channel, publish = wake_args(6)
+if not limit then return channel end -- the LOCKBADARG reply
 local tracking = flag(9)
 if tracking == nil then return bad_arg('tracking', 'must be 0 or 1') end
 

@@ -20,12 +20,8 @@ local fence = ARGV[1]
 if type(fence) ~= 'string' or #fence > 20 or not string.find(fence, '^[1-9][0-9]*$') then
   return bad_arg('fence', 'must be a positive integer')
 end
-local limit = posint(2, 100000)
-if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
-local channel = ARGV[3]
-if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
-local publish, why = publish_cmd(4)
-if not publish then return bad_arg('publish', why) end
+local limit, channel, publish = wake_args(2)
+if not limit then return channel end -- the LOCKBADARG reply
 
 local lock, q, d, counters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 if not redis.call('GET', lock) then
@@ -39,9 +35,5 @@ redis.call('DEL', lock)
 -- Fast path: no queue key, nobody to wake.
 if redis.call('EXISTS', q) == 0 then return 1 end
 -- Wake a live head, not one that stopped heartbeating.
-purge(q, d, now_ms(), limit)
-local head = head_of(q)
-if head then
-  wake(publish, channel, head)
-end
+wake_live_head(q, d, limit, publish, channel)
 return 1

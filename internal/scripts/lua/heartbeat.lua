@@ -16,12 +16,8 @@
 -- Error reply: LOCKBADARG.
 local wttl = posint(1)
 if not wttl then return bad_arg('waiter_ttl', 'must be a positive integer of milliseconds') end
-local limit = posint(2, 100000)
-if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
-local channel = ARGV[3]
-if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
-local publish, why = publish_cmd(4)
-if not publish then return bad_arg('publish', why) end
+local limit, channel, publish = wake_args(2)
+if not limit then return channel end -- the LOCKBADARG reply
 if #ARGV < 5 or #ARGV > 10004 then return bad_arg('tokens', 'must be 1 to 10000 tokens') end
 for i = 5, #ARGV do
   if not valid_token(ARGV[i]) then return bad_arg('token', 'must be 1 to 128 bytes') end

@@ -14,12 +14,8 @@
 -- released. Error reply: LOCKBADARG.
 local token = ARGV[1]
 if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
-local limit = posint(2, 100000)
-if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
-local channel = ARGV[3]
-if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
-local publish, why = publish_cmd(4)
-if not publish then return bad_arg('publish', why) end
+local limit, channel, publish = wake_args(2)
+if not limit then return channel end -- the LOCKBADARG reply
 
 local lock, q, d = KEYS[1], KEYS[2], KEYS[3]
 local holder = redis.call('GET', lock)

@@ -66,6 +66,19 @@ local function publish_cmd(i)
   return nil, 'must be PUBLISH or SPUBLISH'
 end
 
+-- wake_args reads the wake-up arguments at ARGV[i] (purge limit), ARGV[i+1]
+-- (channel) and ARGV[i+2] (command, see publish_cmd). On bad input it
+-- returns nil and the LOCKBADARG reply, before the script writes anything.
+local function wake_args(i)
+  local limit = posint(i, 100000)
+  if not limit then return nil, bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
+  local channel = ARGV[i + 1]
+  if type(channel) ~= 'string' or #channel == 0 then return nil, bad_arg('channel', 'must not be empty') end
+  local publish, why = publish_cmd(i + 2)
+  if not publish then return nil, bad_arg('publish', why) end
+  return limit, channel, publish
+end
+
 -- wake publishes a wake-up for the waiter head on channel. Its payload is
 -- the head's token after a colon: ":<token>" asks the head to re-check now.
 -- With holder_ttl (ms), "<holder_ttl>:<token>" tells it that it became the
@@ -104,6 +117,14 @@ end
 -- QUEUE_TTL_FACTOR times a waiter TTL is how long the queue keys live at
 -- least after an enqueue or a heartbeat: past every deadline they hold.
 local QUEUE_TTL_FACTOR = 3
+
+-- wake_live_head purges the expired waiters (at most limit) and wakes the
+-- head that is left, if any: a lock just freed goes to a live waiter.
+local function wake_live_head(q, d, limit, publish, channel)
+  purge(q, d, now_ms(), limit)
+  local head = head_of(q)
+  if head then wake(publish, channel, head) end
+end
 
 -- keep_queue makes both queue keys live at least ttl more milliseconds; it
 -- never shortens their TTL (another process may use a longer waiter TTL).

@@ -17,12 +17,8 @@
 -- Reply: 1. Error replies: LOCKNOTHELD (nothing changed), LOCKBADARG.
 local token = ARGV[1]
 if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
-local limit = posint(2, 100000)
-if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
-local channel = ARGV[3]
-if type(channel) ~= 'string' or #channel == 0 then return bad_arg('channel', 'must not be empty') end
-local publish, why = publish_cmd(4)
-if not publish then return bad_arg('publish', why) end
+local limit, channel, publish = wake_args(2)
+if not limit then return channel end -- the LOCKBADARG reply
 
 local lock, q, d, n = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 if redis.call('GET', lock) ~= token then
@@ -38,9 +34,5 @@ end
 -- Fast path: no queue key, nobody to wake.
 if redis.call('EXISTS', q) == 0 then return 1 end
 -- Wake a live head, not one that stopped heartbeating.
-purge(q, d, now_ms(), limit)
-local head = head_of(q)
-if head then
-  wake(publish, channel, head)
-end
+wake_live_head(q, d, limit, publish, channel)
 return 1
