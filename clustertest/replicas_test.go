@@ -162,6 +162,13 @@ func TestWaitReplicas(t *testing.T) {
 			if err := b.Extend(ctx, "a", "A", time.Minute); !errors.Is(err, a.notReplicated) {
 				t.Fatalf("Extend with the replica paused: %v; want ErrNotReplicated", err)
 			}
+			if _, ok := b.(backend.ExtendBatcher); !ok {
+				t.Fatalf("%T is not a backend.ExtendBatcher", b)
+			}
+			errs, err := backend.ExtendBatch(ctx, b, []backend.ExtendRequest{{ID: "a", Token: "A", TTL: time.Minute}, {ID: "a", Token: "X", TTL: time.Minute}})
+			if err != nil || len(errs) != 2 || !errors.Is(errs[0], a.notReplicated) || !errors.Is(errs[1], backend.ErrNotHeld) {
+				t.Fatalf("ExtendBatch with the replica paused: %v, %v; want [ErrNotReplicated ErrNotHeld]", errs, err)
+			}
 			res, err := backend.AcquireBatch(ctx, b, []backend.AcquireRequest{req("c", "C"), req("a", "X")})
 			if err != nil {
 				t.Fatal(err)
