@@ -347,7 +347,7 @@ func TestSentinel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := (&rediscluster.Cluster{}).Do(ctx, r.Sentinels[0].Addr, "SENTINEL", "FAILOVER", rediscluster.MasterName); err != nil {
+			if err := r.Failover(ctx); err != nil {
 				t.Fatal(err)
 			}
 			var promoted string
@@ -433,7 +433,7 @@ func TestFailoverRisk(t *testing.T) {
 				}
 				// The Sentinels may have started a failover of their own
 				// (the master is down): INPROG is as good.
-				if _, err := (&rediscluster.Cluster{}).Do(ctx, r.Sentinels[0].Addr, "SENTINEL", "FAILOVER", rediscluster.MasterName); err != nil && !strings.Contains(err.Error(), "INPROG") {
+				if err := r.Failover(ctx); err != nil {
 					t.Fatal(err)
 				}
 				eventually(t, "the Sentinels promote the replica", func() bool {
