@@ -13,6 +13,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/faultproxy"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/rediscluster"
@@ -351,7 +352,7 @@ func TestSentinel(t *testing.T) {
 				t.Fatal(err)
 			}
 			var promoted string
-			eventually(t, "the Sentinels promote the replica", func() bool {
+			adaptertest.Eventually(t, "the Sentinels promote the replica", func() bool {
 				promoted, err = r.SentinelMaster(ctx)
 				return err == nil && promoted != old
 			})
@@ -366,14 +367,14 @@ func TestSentinel(t *testing.T) {
 				t.Fatal(err)
 			}
 			var try lock.Result
-			eventually(t, "a TryAcquire answers on the new master", func() bool {
+			adaptertest.Eventually(t, "a TryAcquire answers on the new master", func() bool {
 				try, err = holder.TryAcquire(ctx, "x", time.Minute)
 				return err == nil
 			})
 			if try.Acquired {
 				t.Fatalf("after the failover the id was granted again: %+v", try)
 			}
-			eventually(t, "the holder extends its lease on the new master", func() bool {
+			adaptertest.Eventually(t, "the holder extends its lease on the new master", func() bool {
 				return w.Lease.Extend(ctx, time.Minute) == nil
 			})
 			if err := w.Lease.Release(ctx); err != nil {
@@ -436,13 +437,13 @@ func TestFailoverRisk(t *testing.T) {
 				if _, err := (&rediscluster.Cluster{}).Do(ctx, r.Sentinels[0].Addr, "SENTINEL", "FAILOVER", rediscluster.MasterName); err != nil && !strings.Contains(err.Error(), "INPROG") {
 					t.Fatal(err)
 				}
-				eventually(t, "the Sentinels promote the replica", func() bool {
+				adaptertest.Eventually(t, "the Sentinels promote the replica", func() bool {
 					m, err := r.SentinelMaster(ctx)
 					return err == nil && m == replica
 				})
 				second := a.single(t, "", r.SentinelAddrs(), ks.Prefix(), 0)
 				var g2 backend.Grant
-				eventually(t, "the new master answers", func() bool {
+				adaptertest.Eventually(t, "the new master answers", func() bool {
 					g2, err = second.Acquire(ctx, req("x", "SECOND"))
 					return err == nil
 				})
@@ -465,5 +466,5 @@ func eventuallyQueued(t *testing.T, addr, key string, n int64) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	eventually(t, fmt.Sprintf("%d waiter(s) queued", n), func() bool { return c.ZCard(ctx, key).Val() >= n })
+	adaptertest.Eventually(t, fmt.Sprintf("%d waiter(s) queued", n), func() bool { return c.ZCard(ctx, key).Val() >= n })
 }
