@@ -17,6 +17,7 @@ import (
 	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/rediscluster"
+	"github.com/redislocker/lock/internal/redisharness"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -362,8 +363,7 @@ func testSlotMigration(t *testing.T, c *rediscluster.Cluster, newBackend func(*t
 	if timeouts.Load() > 0 {
 		t.Errorf("%d waits ended at the queue timeout", timeouts.Load())
 	}
-	h := &goRedisHarness{ks: ks, raw: e.raw}
 	for _, id := range ids {
-		adaptertest.Eventually(t, "nothing but the counters is left of "+id, func() bool { return len(h.StateLeft(t, id)) == 0 })
+		adaptertest.Eventually(t, "nothing but the counters is left of "+id, func() bool { return len(redisharness.StateLeft(t, e.raw, ks, id)) == 0 })
 	}
 }
