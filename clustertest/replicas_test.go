@@ -17,6 +17,7 @@ import (
 	"github.com/redislocker/lock/internal/faultproxy"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/rediscluster"
+	"github.com/redislocker/lock/internal/redisharness"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -45,27 +46,11 @@ var waitAdapters = []waitAdapter{
 			} else {
 				client = redis.NewClient(&redis.Options{Addr: master})
 			}
-			b, err := redisbackend.New(client, &redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = b.Close()
-				client.Close()
-			})
-			return b
+			return redisharness.GoRedisBackend(t, client, &redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
 		},
 		cluster: func(t *testing.T, addrs []string, prefix string, replicas int) backend.Backend {
 			client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-			b, err := redisbackend.New(client, &redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = b.Close()
-				client.Close()
-			})
-			return b
+			return redisharness.GoRedisBackend(t, client, &redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
 		},
 	},
 	{
@@ -76,20 +61,10 @@ var waitAdapters = []waitAdapter{
 			if len(sentinels) > 0 {
 				co = rueidis.ClientOption{InitAddress: sentinels, Sentinel: rueidis.SentinelOption{MasterSet: rediscluster.MasterName}}
 			}
-			b, err := rueidisbackend.New(rueidisbackend.Options{ClientOption: co, Prefix: prefix, WaitReplicas: replicas})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = b.Close() })
-			return b
+			return redisharness.RueidisBackend(t, rueidisbackend.Options{ClientOption: co, Prefix: prefix, WaitReplicas: replicas})
 		},
 		cluster: func(t *testing.T, addrs []string, prefix string, replicas int) backend.Backend {
-			b, err := rueidisbackend.New(rueidisbackend.Options{ClientOption: rueidis.ClientOption{InitAddress: addrs}, Prefix: prefix, WaitReplicas: replicas})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = b.Close() })
-			return b
+			return redisharness.RueidisBackend(t, rueidisbackend.Options{ClientOption: rueidis.ClientOption{InitAddress: addrs}, Prefix: prefix, WaitReplicas: replicas})
 		},
 	},
 }

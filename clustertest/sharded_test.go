@@ -15,6 +15,7 @@ import (
 	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/rediscluster"
+	"github.com/redislocker/lock/internal/redisharness"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -129,27 +130,14 @@ var shardedBackends = []struct {
 }{
 	{"go-redis", func(t *testing.T, addrs []string, name, prefix string) backend.Backend {
 		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ClientName: name})
-		b, err := redisbackend.New(client, &redisbackend.Options{Prefix: prefix, ShardedPubSub: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = b.Close()
-			client.Close()
-		})
-		return b
+		return redisharness.GoRedisBackend(t, client, &redisbackend.Options{Prefix: prefix, ShardedPubSub: true})
 	}},
 	{"rueidis", func(t *testing.T, addrs []string, name, prefix string) backend.Backend {
-		b, err := rueidisbackend.New(rueidisbackend.Options{
+		return redisharness.RueidisBackend(t, rueidisbackend.Options{
 			ClientOption:  rueidis.ClientOption{InitAddress: addrs, ClientName: name, DisableCache: true},
 			Prefix:        prefix,
 			ShardedPubSub: true,
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = b.Close() })
-		return b
 	}},
 }
 

@@ -3,6 +3,7 @@ package redisharness
 import (
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
@@ -16,27 +17,12 @@ import (
 // go-redis client of its own, made with opts (nil: the defaults). The
 // harness sets the limits, and the prefix when opts has none.
 func GoRedis(t *testing.T, tg Target, opts *redisbackend.Options) *Harness {
-	var o redisbackend.Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Prefix == "" {
-		o.Prefix = redistest.Prefix(t)
-	}
+	o := orZero(opts)
+	o.Prefix = prefixOr(t, o.Prefix)
 	o.MaxWaiters, o.PurgeLimit = MaxWaiters, PurgeLimit
 	return newHarness(t, tg, o.Prefix, false, func(t *testing.T, conns *notifyconn.Conns) backend.Backend {
-		client := tg.client(conns.Dial)
 		o := o
-		b, err := redisbackend.New(client, &o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Registered before the suite's own cleanups, so it runs after them.
-		t.Cleanup(func() {
-			_ = b.Close()
-			client.Close()
-		})
-		return b
+		return GoRedisBackend(t, tg.client(conns.Dial), &o)
 	})
 }
 
@@ -46,41 +32,76 @@ func GoRedis(t *testing.T, tg Target, opts *redisbackend.Options) *Harness {
 // harness sets the limits and the client, and the prefix when opts has
 // none.
 func Rueidis(t *testing.T, tg Target, mode rueidisbackend.Mode, opts *rueidisbackend.Options) *Harness {
-	var o rueidisbackend.Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Prefix == "" {
-		o.Prefix = redistest.Prefix(t)
-	}
+	o := orZero(opts)
+	o.Prefix = prefixOr(t, o.Prefix)
 	o.MaxWaiters, o.PurgeLimit = MaxWaiters, PurgeLimit
 	tracking := mode == rueidisbackend.Tracking
 	return newHarness(t, tg, o.Prefix, tracking, func(t *testing.T, conns *notifyconn.Conns) backend.Backend {
 		co := rueidis.ClientOption{InitAddress: tg.Addrs, ForceSingleClient: !tg.Cluster, DialCtxFn: conns.DialCtx}
 		o := o
 		var b *rueidisbackend.Backend
-		var err error
 		if tracking {
 			o.ClientOption = co
-			b, err = rueidisbackend.New(o)
+			b = RueidisBackend(t, o)
 		} else {
 			co.DisableCache = true
-			client, cerr := rueidis.NewClient(co)
-			if cerr != nil {
-				t.Fatal(cerr)
+			client, err := rueidis.NewClient(co)
+			if err != nil {
+				t.Fatal(err)
 			}
 			// Registered before the Backend's cleanup, so it runs after it.
 			t.Cleanup(client.Close)
-			b, err = rueidisbackend.NewWithClient(client, &o)
-		}
-		if err != nil {
-			t.Fatal(err)
+			if b, err = rueidisbackend.NewWithClient(client, &o); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
 		}
 		if b.Mode() != mode {
 			t.Fatalf("Mode() = %v, want %v", b.Mode(), mode)
 		}
-		// Registered before the suite's own cleanups, so it runs after them.
-		t.Cleanup(func() { _ = b.Close() })
 		return b
 	})
+}
+
+// GoRedisBackend returns redisbackend.New(client, opts), failing the test
+// on error. The Backend and then client are closed at the test's end;
+// registered before the suite's own cleanups, that runs after them.
+func GoRedisBackend(t testing.TB, client redis.UniversalClient, opts *redisbackend.Options) *redisbackend.Backend {
+	b, err := redisbackend.New(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = b.Close()
+		client.Close()
+	})
+	return b
+}
+
+// RueidisBackend returns rueidisbackend.New(opts), failing the test on
+// error, closed at the test's end.
+func RueidisBackend(t testing.TB, opts rueidisbackend.Options) *rueidisbackend.Backend {
+	b, err := rueidisbackend.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// orZero returns *p, or the zero value when p is nil.
+func orZero[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
+}
+
+// prefixOr returns prefix, or a prefix of the test's own when it is "".
+func prefixOr(t testing.TB, prefix string) string {
+	if prefix == "" {
+		return redistest.Prefix(t)
+	}
+	return prefix
 }
