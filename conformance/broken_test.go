@@ -17,6 +17,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/conformance"
+	"github.com/redislocker/lock/internal/memharness"
 	"github.com/redislocker/lock/memorybackend"
 )
 
@@ -99,20 +100,14 @@ func TestBrokenBackend(t *testing.T) {
 // brokenHarness makes backends on one memorybackend Store, each wrapped in
 // the named breakage (or not, for the control).
 type brokenHarness struct {
+	*memharness.Harness
 	kind   string
-	store  *memorybackend.Store
 	fakes  *fakeGrants // double-grant's fake leases, shared like the store
 	jump   sync.Mutex  // serializes the steps of queue-jump's backends
 	muted  *muter      // leave-no-wake's muted ids
 	fences *idFences   // fence-forgotten's per-id counters
 	book   *stepBook   // the grants and entries stepBreakage tracks
 }
-
-// The harness's limits, as memorybackend's own conformance harness has.
-const (
-	brokenMaxWaiters = 64
-	brokenPurgeLimit = 8
-)
 
 var (
 	_ conformance.Harness          = (*brokenHarness)(nil)
@@ -125,26 +120,21 @@ var (
 )
 
 func newBrokenHarness(kind string) *brokenHarness {
-	opts := &memorybackend.Options{MaxWaiters: brokenMaxWaiters, PurgeLimit: brokenPurgeLimit}
-	if kind == "no-waiter-cap" {
-		opts.MaxWaiters = 0 // the store's default, far above what Limits states
-	}
-	store, err := memorybackend.NewStore(opts)
-	if err != nil {
-		panic(err) // the options above are valid
-	}
+	// no-waiter-cap's store has the default cap, far above what Limits states.
+	mh := memharness.New(kind == "no-waiter-cap")
+	mh.Unwrap = memoryOf
 	return &brokenHarness{
-		kind:   kind,
-		store:  store,
-		fakes:  &fakeGrants{byKey: make(map[string]*fakeGrant)},
-		muted:  &muter{ids: make(map[string]int)},
-		fences: &idFences{byID: make(map[string]*idFence)},
-		book:   &stepBook{granted: make(map[string]bool), queued: make(map[string]backend.AcquireRequest)},
+		Harness: mh,
+		kind:    kind,
+		fakes:   &fakeGrants{byKey: make(map[string]*fakeGrant)},
+		muted:   &muter{ids: make(map[string]int)},
+		fences:  &idFences{byID: make(map[string]*idFence)},
+		book:    &stepBook{granted: make(map[string]bool), queued: make(map[string]backend.AcquireRequest)},
 	}
 }
 
 func (h *brokenHarness) NewBackend(t *testing.T) backend.Backend {
-	inner := h.store.NewBackend()
+	inner := h.Store.NewBackend()
 	if b := newStepBreakage(h, inner); b != nil {
 		return b
 	}
@@ -154,7 +144,7 @@ func (h *brokenHarness) NewBackend(t *testing.T) backend.Backend {
 	case "double-grant":
 		return &doubleGrant{wrapped: wrapped{inner}, fakes: h.fakes}
 	case "queue-jump":
-		return &queueJump{wrapped: wrapped{inner}, store: h.store, mu: &h.jump}
+		return &queueJump{wrapped: wrapped{inner}, store: h.Store, mu: &h.jump}
 	case "drop-wakeups":
 		return &dropWakeups{wrapped: wrapped{inner}}
 	case "repeat-fence":
@@ -164,15 +154,11 @@ func (h *brokenHarness) NewBackend(t *testing.T) backend.Backend {
 	return nil
 }
 
-// Limits states the store's limits (for no-waiter-cap, the limit the store
-// fails to enforce).
-func (h *brokenHarness) Limits() conformance.Limits {
-	return conformance.Limits{MaxWaiters: brokenMaxWaiters, PurgeLimit: brokenPurgeLimit}
-}
-
 // ForgetIdle drops id's idle entry; fence-forgotten forgets its counter.
+// Limits, from the embedded harness, states the store's limits (for
+// no-waiter-cap, the limit the store fails to enforce).
 func (h *brokenHarness) ForgetIdle(t *testing.T, id string) {
-	h.store.Forget(id)
+	h.Harness.ForgetIdle(t, id)
 	h.fences.forget(id)
 }
 
@@ -188,28 +174,10 @@ func memoryOf(t *testing.T, b backend.Backend) *memorybackend.Backend {
 	return nil
 }
 
-func (h *brokenHarness) DropNotifier(t *testing.T, b backend.Backend) {
-	memoryOf(t, b).DropNotifier()
-}
-
-func (h *brokenHarness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
-	memoryOf(t, b).DelaySubscriptions(d)
-}
-
+// ExpireNow ends id's lease in the store and double-grant's fake one.
 func (h *brokenHarness) ExpireNow(t *testing.T, id string) {
-	h.store.ExpireNow(id)
+	h.Harness.ExpireNow(t, id)
 	h.fakes.expire(id)
-}
-
-func (h *brokenHarness) StateLeft(t *testing.T, id string) []string {
-	var left []string
-	if tok, ok := h.store.Holder(id); ok {
-		left = append(left, "holder "+tok)
-	}
-	for _, w := range h.store.Waiters(id) {
-		left = append(left, "waiter "+w)
-	}
-	return left
 }
 
 // wrapped passes every step through to a memorybackend Backend. The
@@ -564,7 +532,7 @@ func TestBrokenWrappersMisbehave(t *testing.T) {
 		if gb.Fence <= ga.Fence {
 			t.Errorf("fake fence %d not above the real one %d", gb.Fence, ga.Fence)
 		}
-		if ws := h.store.Waiters("x"); len(ws) != 0 {
+		if ws := h.Store.Waiters("x"); len(ws) != 0 {
 			t.Errorf("fake holder left queued: %v", ws)
 		}
 		if g := mustAcquire(t, b, req("x", "B", true)); !g.Acquired || g.Fence != gb.Fence {
@@ -627,19 +595,19 @@ func TestBrokenWrappersMisbehave(t *testing.T) {
 		if g := mustAcquire(t, c, req("x", "C", true)); !g.Acquired {
 			t.Fatalf("C = %+v, want granted ahead of B", g)
 		}
-		if ws := h.store.Waiters("x"); len(ws) != 1 || ws[0] != "B" {
+		if ws := h.Store.Waiters("x"); len(ws) != 1 || ws[0] != "B" {
 			t.Errorf("waiters = %v, want [B] re-queued", ws)
 		}
 		// A newcomer's TryAcquire jumps a queue over a free lock.
-		h.store.ExpireNow("x")
+		h.Store.ExpireNow("x")
 		if g := mustAcquire(t, a, req("x", "A2", false)); !g.Acquired {
 			t.Errorf("newcomer = %+v, want granted ahead of B", g)
 		}
-		if ws := h.store.Waiters("x"); len(ws) != 1 || ws[0] != "B" {
+		if ws := h.Store.Waiters("x"); len(ws) != 1 || ws[0] != "B" {
 			t.Errorf("waiters = %v, want [B] re-queued", ws)
 		}
 		// Batches are broken too.
-		h.store.ExpireNow("x")
+		h.Store.ExpireNow("x")
 		bg, err := a.(backend.Batcher).AcquireBatch(ctx, []backend.AcquireRequest{req("x", "A3", false)})
 		if err != nil || len(bg) != 1 || !bg[0].Acquired {
 			t.Errorf("AcquireBatch = %+v, %v; want a queue jump", bg, err)
