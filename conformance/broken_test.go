@@ -142,13 +142,13 @@ func (h *brokenHarness) NewBackend(t *testing.T) backend.Backend {
 	case controlName:
 		return inner
 	case "double-grant":
-		return &doubleGrant{wrapped: wrapped{inner}, fakes: h.fakes}
+		return batched{&doubleGrant{wrapped: wrapped{inner}, fakes: h.fakes}}
 	case "queue-jump":
-		return &queueJump{wrapped: wrapped{inner}, store: h.Store, mu: &h.jump}
+		return batched{&queueJump{wrapped: wrapped{inner}, store: h.Store, mu: &h.jump}}
 	case "drop-wakeups":
-		return &dropWakeups{wrapped: wrapped{inner}}
+		return batched{&dropWakeups{wrapped: wrapped{inner}}}
 	case "repeat-fence":
-		return &repeatFence{wrapped: wrapped{inner}}
+		return batched{&repeatFence{wrapped: wrapped{inner}}}
 	}
 	t.Fatalf("unknown broken backend %q", h.kind)
 	return nil
@@ -181,8 +181,8 @@ func (h *brokenHarness) ExpireNow(t *testing.T, id string) {
 }
 
 // wrapped passes every step through to a memorybackend Backend. The
-// broken backends embed it and override the step they break, and implement
-// backend.Batcher with the core's fallbacks over themselves (batchOf).
+// broken backends embed it and override the step they break, and get
+// backend.Batcher with the core's fallbacks over themselves (batched).
 type wrapped struct {
 	inner *memorybackend.Backend
 }
@@ -224,6 +224,25 @@ func acquireBatch(ctx context.Context, b backend.Lock, reqs []backend.AcquireReq
 
 func leaveBatch(ctx context.Context, b backend.Queue, waiters []backend.Waiter) error {
 	return backend.LeaveBatch(ctx, struct{ backend.Queue }{b}, waiters)
+}
+
+// brokenBackend is a broken backend that wraps a memorybackend Backend.
+type brokenBackend interface {
+	backend.Backend
+	memory() *memorybackend.Backend
+}
+
+// batched gives a broken backend backend.Batcher through the core's
+// fallbacks over the broken backend itself, so that its breakage applies
+// to batched steps too.
+type batched struct{ brokenBackend }
+
+func (b batched) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	return acquireBatch(ctx, b.brokenBackend, reqs)
+}
+
+func (b batched) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
+	return leaveBatch(ctx, b.brokenBackend, waiters)
 }
 
 // ---------------------------------------------------------------------------
@@ -333,14 +352,6 @@ func (b *doubleGrant) Leave(ctx context.Context, id, token string) error {
 	return b.inner.Leave(ctx, id, token)
 }
 
-func (b *doubleGrant) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
-	return acquireBatch(ctx, b, reqs)
-}
-
-func (b *doubleGrant) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
-	return leaveBatch(ctx, b, waiters)
-}
-
 // ---------------------------------------------------------------------------
 // queue-jump: whoever asks while the lock is free gets it, whatever the
 // queue says, and a release wakes the newest waiter rather than the head
@@ -446,14 +457,6 @@ func (b *queueJump) Subscribe(ctx context.Context, id string, fn func(backend.Wa
 	})
 }
 
-func (b *queueJump) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
-	return acquireBatch(ctx, b, reqs)
-}
-
-func (b *queueJump) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
-	return leaveBatch(ctx, b, waiters)
-}
-
 // ---------------------------------------------------------------------------
 // drop-wakeups: Subscribe succeeds but never delivers a wake-up (L1,
 // "wake-on-release"). Waiters are left with the core's fallbacks (the
@@ -470,14 +473,6 @@ func (b *dropWakeups) Subscribe(ctx context.Context, id string, fn func(backend.
 	return func() {}, nil
 }
 
-func (b *dropWakeups) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
-	return acquireBatch(ctx, b, reqs)
-}
-
-func (b *dropWakeups) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
-	return leaveBatch(ctx, b, waiters)
-}
-
 // ---------------------------------------------------------------------------
 // repeat-fence: every grant reports fence 1 (S3, "fencing").
 
@@ -491,14 +486,6 @@ func (b *repeatFence) Acquire(ctx context.Context, req backend.AcquireRequest) (
 		g.Fence = 1
 	}
 	return g, err
-}
-
-func (b *repeatFence) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
-	return acquireBatch(ctx, b, reqs)
-}
-
-func (b *repeatFence) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
-	return leaveBatch(ctx, b, waiters)
 }
 
 // ---------------------------------------------------------------------------
