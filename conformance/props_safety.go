@@ -528,8 +528,7 @@ func retrySafe(e *env) {
 	id = e.id()
 	held = e.mustAcquire(other, id, longTTL)
 	l2, s2 := e.defaultLocker()
-	p = e.acquireAsync(ctx, l2, id, longTTL)
-	e.waitFor(prompt, "the waiter queued", func() bool { return s2.queued(id) })
+	p = e.queuedAsync(ctx, l2, s2, id, longTTL)
 	s2.kill()
 	res, err = p.wait(e, waiterTimeout+prompt, "a waiter whose backend stays down")
 	if !errors.Is(err, lock.ErrBackend) || res.Acquired {
