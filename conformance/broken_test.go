@@ -98,7 +98,8 @@ func TestBrokenBackend(t *testing.T) {
 }
 
 // brokenHarness makes backends on one memorybackend Store, each wrapped in
-// the named breakage (or not, for the control).
+// the named breakage (or not, for the control). It has every capability of
+// the embedded memharness.Harness, which states them.
 type brokenHarness struct {
 	*memharness.Harness
 	kind   string
@@ -108,16 +109,6 @@ type brokenHarness struct {
 	fences *idFences   // fence-forgotten's per-id counters
 	book   *stepBook   // the grants and entries stepBreakage tracks
 }
-
-var (
-	_ conformance.Harness          = (*brokenHarness)(nil)
-	_ conformance.Expirer          = (*brokenHarness)(nil)
-	_ conformance.StateChecker     = (*brokenHarness)(nil)
-	_ conformance.Forgetter        = (*brokenHarness)(nil)
-	_ conformance.NotifierDropper  = (*brokenHarness)(nil)
-	_ conformance.SubscribeDelayer = (*brokenHarness)(nil)
-	_ conformance.Limiter          = (*brokenHarness)(nil)
-)
 
 func newBrokenHarness(kind string) *brokenHarness {
 	// no-waiter-cap's store has the default cap, far above what Limits states.
