@@ -159,6 +159,10 @@ func (e *env) adapter() adaptertest.Adapter {
 			b, c := e.backend(nil)
 			return b, &c.Log
 		},
+		Replicated: func(_ *testing.T, n int, d time.Duration) backend.Backend {
+			b, _ := e.backend(&Options{WaitReplicas: n, WaitTimeout: d})
+			return b
+		},
 		Keys: ks,
 		Int: func(t *testing.T, args ...string) int64 {
 			t.Helper()

@@ -215,6 +215,10 @@ func (e *env) adapter(mode Mode) adaptertest.Adapter {
 			counters[&c.Log] = c
 			return b, &c.Log
 		},
+		Replicated: func(_ *testing.T, n int, d time.Duration) backend.Backend {
+			b, _ := e.backend(mode, &Options{WaitReplicas: n, WaitTimeout: d})
+			return b
+		},
 		Keys: ks,
 		Int: func(t *testing.T, args ...string) int64 {
 			t.Helper()

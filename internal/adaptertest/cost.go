@@ -31,6 +31,9 @@ type Adapter struct {
 	// wakes (it names the id only), and AcquireBatch sends one acquire
 	// script per request.
 	Tracking bool
+	// Replicated returns a new backend like Backend's, made with
+	// WaitReplicas n and WaitTimeout d.
+	Replicated func(t *testing.T, n int, d time.Duration) backend.Backend
 	// Subscribes, when set, returns the SUBSCRIBE and UNSUBSCRIBE commands
 	// that the backend of l sent on its pub/sub connection since the last
 	// call.
