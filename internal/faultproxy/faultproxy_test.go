@@ -369,7 +369,6 @@ func TestCutAfterUp(t *testing.T) {
 	}
 }
 
-
 func TestCutAfterCountsAcrossChunks(t *testing.T) {
 	s, p, c := proxied(t, false)
 	p.CutAfter(Up, 6)
