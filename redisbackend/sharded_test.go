@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/redistest"
 )
 
@@ -22,8 +23,8 @@ func TestShardedOnOneServer(t *testing.T) {
 	if _, err := classic.Receive(ctx); err != nil { // the confirmation
 		t.Fatal(err)
 	}
-	w := newWakes()
-	cancel, err := waiter.Subscribe(ctx, "h", w.fn)
+	w := adaptertest.NewWakes()
+	cancel, err := waiter.Subscribe(ctx, "h", w.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestShardedOnOneServer(t *testing.T) {
 	if err := holder.Release(ctx, "h", "H"); err != nil {
 		t.Fatal(err)
 	}
-	if x := w.next(t); x != (backend.Wake{ID: "h", Token: "W"}) {
+	if x := w.Next(t); x != (backend.Wake{ID: "h", Token: "W"}) {
 		t.Fatalf("wake after the release = %+v, want the head's token", x)
 	}
 	if n := e.raw.PubSubNumSub(ctx, waiter.keyNames("h").Channel).Val()[waiter.keyNames("h").Channel]; n != 1 {
@@ -49,7 +50,7 @@ func TestShardedOnOneServer(t *testing.T) {
 	if n, err := e.raw.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n < 1 {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v", n, err)
 	}
-	if x := w.next(t); x != (backend.Wake{ID: "h", All: true}) {
+	if x := w.Next(t); x != (backend.Wake{ID: "h", All: true}) {
 		t.Fatalf("wake after the reconnect = %+v, want All", x)
 	}
 	if err := waiter.Leave(ctx, "h", "W"); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/faultproxy"
 	"github.com/redislocker/lock/internal/redistest"
 )
@@ -26,8 +27,8 @@ func TestInvalidationWakesOnlyThatID(t *testing.T) {
 	e := newEnv(t)
 	p, _ := e.backend(Tracking, nil)
 	w, _ := e.backend(Tracking, nil)
-	wx, wy, wz := newWakes(), newWakes(), newWakes()
-	for id, fn := range map[string]func(backend.Wake){"x": wx.fn, "y": wy.fn, "z": wz.fn} {
+	wx, wy, wz := adaptertest.NewWakes(), adaptertest.NewWakes(), adaptertest.NewWakes()
+	for id, fn := range map[string]func(backend.Wake){"x": wx.Fn, "y": wy.Fn, "z": wz.Fn} {
 		cancel, err := w.Subscribe(ctx, id, fn)
 		if err != nil {
 			t.Fatal(err)
@@ -49,21 +50,21 @@ func TestInvalidationWakesOnlyThatID(t *testing.T) {
 	if err := p.Release(ctx, "x", "P"); err != nil {
 		t.Fatal(err)
 	}
-	if x := wx.next(t); x != (backend.Wake{ID: "x"}) {
+	if x := wx.Next(t); x != (backend.Wake{ID: "x"}) {
 		t.Fatalf("release of x woke %+v, want {ID: x}", x)
 	}
-	wy.none(t, quiet)
+	wy.None(t, quiet)
 	if err := p.Extend(ctx, "y", "P", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if x := wy.next(t); x != (backend.Wake{ID: "y"}) {
+	if x := wy.Next(t); x != (backend.Wake{ID: "y"}) {
 		t.Fatalf("extend of y woke %+v, want {ID: y}", x)
 	}
 	// z expires: no script runs, the server's expiry invalidates the key.
-	if x := wz.next(t); x != (backend.Wake{ID: "z"}) {
+	if x := wz.Next(t); x != (backend.Wake{ID: "z"}) {
 		t.Fatalf("expiry of z woke %+v, want {ID: z}", x)
 	}
-	if got := append(wx.drain(), wy.drain()...); len(got) != 0 {
+	if got := append(wx.Drain(), wy.Drain()...); len(got) != 0 {
 		t.Fatalf("other ids were woken: %+v", got)
 	}
 }
@@ -77,8 +78,8 @@ func TestInvalidationWakesOnlyThatID(t *testing.T) {
 func TestOwnWritesKeepTracking(t *testing.T) {
 	e := newEnv(t)
 	w, c := e.backend(Tracking, nil)
-	x := newWakes()
-	cancel, err := w.Subscribe(ctx, "x", x.fn)
+	x := adaptertest.NewWakes()
+	cancel, err := w.Subscribe(ctx, "x", x.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,51 +89,51 @@ func TestOwnWritesKeepTracking(t *testing.T) {
 	if g := mustAcquire(t, w, r); !g.Acquired {
 		t.Fatalf("grant = %+v", g)
 	}
-	x.none(t, quiet/2)
+	x.None(t, quiet/2)
 	if err := w.Extend(ctx, "x", "H", 400*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	x.none(t, quiet/2)
-	c.take()
+	x.None(t, quiet/2)
+	c.Take()
 	// The lease ends on its own: the invalidation of the expiry reaches the
 	// connection that granted and extended it.
-	if got := x.next(t); got != (backend.Wake{ID: "x"}) {
+	if got := x.Next(t); got != (backend.Wake{ID: "x"}) {
 		t.Fatalf("expiry of its own lease woke %+v, want {ID: x}", got)
 	}
-	if n, _, names := c.take(); n != 0 {
+	if n, _, names := c.Take(); n != 0 {
 		t.Fatalf("the backend sent %d commands (%s) between its extend and the wake-up, want none", n, names)
 	}
 
 	// Its own release: woken by the backend.
 	mustAcquire(t, w, req("x", "H2", false))
-	x.drain()
+	x.Drain()
 	if err := w.Release(ctx, "x", "H2"); err != nil {
 		t.Fatal(err)
 	}
-	if got := x.next(t); got != (backend.Wake{ID: "x"}) {
+	if got := x.Next(t); got != (backend.Wake{ID: "x"}) {
 		t.Fatalf("its own release woke %+v, want {ID: x}", got)
 	}
 	// A release that finds the lock not held changes nothing and wakes nobody.
 	if err := w.Release(ctx, "x", "H3"); err != backend.ErrNotHeld {
 		t.Fatalf("second release = %v, want ErrNotHeld", err)
 	}
-	x.none(t, quiet/2)
+	x.None(t, quiet/2)
 
 	// Its own leave that removes an entry: every local waiter re-checks.
 	mustAcquire(t, w, req("x", "H3", false))
 	mustAcquire(t, w, req("x", "Q", true))
-	x.drain()
+	x.Drain()
 	if err := w.Leave(ctx, "x", "Q"); err != nil {
 		t.Fatal(err)
 	}
-	if got := x.next(t); got != (backend.Wake{ID: "x", All: true}) {
+	if got := x.Next(t); got != (backend.Wake{ID: "x", All: true}) {
 		t.Fatalf("its own leave woke %+v, want {ID: x, All: true}", got)
 	}
 	// A leave with nothing to remove wakes nobody.
 	if err := w.Leave(ctx, "x", "Q"); err != nil {
 		t.Fatal(err)
 	}
-	x.none(t, quiet/2)
+	x.None(t, quiet/2)
 	_ = w.Release(ctx, "x", "H3")
 }
 
@@ -185,8 +186,8 @@ func TestReconnectWakesAll(t *testing.T) {
 			p, _ := e.backend(mode, nil)
 			name := clientName(t)
 			w, _ := e.backend(mode, &Options{ClientOption: e.namedOption(name)})
-			x, y := newWakes(), newWakes()
-			for id, fn := range map[string]func(backend.Wake){"x": x.fn, "y": y.fn} {
+			x, y := adaptertest.NewWakes(), adaptertest.NewWakes()
+			for id, fn := range map[string]func(backend.Wake){"x": x.Fn, "y": y.Fn} {
 				cancel, err := w.Subscribe(ctx, id, fn)
 				if err != nil {
 					t.Fatal(err)
@@ -198,8 +199,8 @@ func TestReconnectWakesAll(t *testing.T) {
 			if n := e.killClients(name); n == 0 {
 				t.Fatal("no connection of the backend to kill")
 			}
-			for id, ws := range map[string]*wakes{"x": x, "y": y} {
-				if got := ws.next(t); got != (backend.Wake{ID: id, All: true}) {
+			for id, ws := range map[string]*adaptertest.Wakes{"x": x, "y": y} {
+				if got := ws.Next(t); got != (backend.Wake{ID: id, All: true}) {
 					t.Fatalf("after the connection broke, %s got %+v, want {ID: %s, All: true}", id, got, id)
 				}
 			}
@@ -209,7 +210,7 @@ func TestReconnectWakesAll(t *testing.T) {
 			// step on each connection that broke while idle (PubSub mode's
 			// command connections, which nothing reads while idle) fails.
 			var g backend.Grant
-			eventually(t, "a step succeeds after the reconnect", func() bool {
+			adaptertest.Eventually(t, "a step succeeds after the reconnect", func() bool {
 				var err error
 				g, err = w.Acquire(ctx, req("x", "W", true))
 				if err != nil {
@@ -220,11 +221,11 @@ func TestReconnectWakesAll(t *testing.T) {
 			if g.Acquired || !g.Queued {
 				t.Fatalf("re-check = %+v", g)
 			}
-			x.drain()
+			x.Drain()
 			if err := p.Release(ctx, "x", "P"); err != nil {
 				t.Fatal(err)
 			}
-			got := x.next(t)
+			got := x.Next(t)
 			if got.ID != "x" || got.All || (mode == PubSub && got.Token != "W") {
 				t.Fatalf("release after the reconnect woke %+v", got)
 			}
@@ -246,15 +247,15 @@ func (e *env) namedOption(name string) rueidis.ClientOption {
 func TestFlushAllWakesAll(t *testing.T) {
 	e := newEnvAt(t, redistest.Start(t).Addr)
 	w, _ := e.backend(Tracking, nil)
-	x := newWakes()
-	cancel, err := w.Subscribe(ctx, "x", x.fn)
+	x := adaptertest.NewWakes()
+	cancel, err := w.Subscribe(ctx, "x", x.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cancel()
 	mustAcquire(t, w, req("x", "W", true)) // any read tracks something
 	e.do("FLUSHALL")
-	if got := x.next(t); got != (backend.Wake{ID: "x", All: true}) {
+	if got := x.Next(t); got != (backend.Wake{ID: "x", All: true}) {
 		t.Fatalf("FLUSHALL woke %+v, want {ID: x, All: true}", got)
 	}
 }
@@ -272,8 +273,8 @@ func TestRecoversAfterOutage(t *testing.T) {
 			co := e.clientOption()
 			co.InitAddress = []string{proxy.Addr()}
 			w, _ := e.backend(mode, &Options{ClientOption: co})
-			x := newWakes()
-			cancel, err := w.Subscribe(ctx, "x", x.fn)
+			x := adaptertest.NewWakes()
+			cancel, err := w.Subscribe(ctx, "x", x.Fn)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -285,13 +286,13 @@ func TestRecoversAfterOutage(t *testing.T) {
 			if err := p.Release(ctx, "x", "P"); err != nil { // nobody hears it
 				t.Fatal(err)
 			}
-			x.none(t, 3*quiet) // the outage: no wake-up while nothing would succeed
+			x.None(t, 3*quiet) // the outage: no wake-up while nothing would succeed
 			proxy.Refuse(false)
-			if got := x.next(t); got != (backend.Wake{ID: "x", All: true}) {
+			if got := x.Next(t); got != (backend.Wake{ID: "x", All: true}) {
 				t.Fatalf("after the outage x got %+v, want {ID: x, All: true}", got)
 			}
 			var g backend.Grant
-			eventually(t, "a step succeeds after the outage", func() bool {
+			adaptertest.Eventually(t, "a step succeeds after the outage", func() bool {
 				var err error
 				g, err = w.Acquire(ctx, req("x", "W", true))
 				return err == nil
@@ -320,11 +321,11 @@ func TestStepResentAfterCut(t *testing.T) {
 			if proxy.CutAll() == 0 {
 				t.Fatal("nothing to cut")
 			}
-			c.take()
+			c.Take()
 			if err := w.Extend(ctx, "r", "W", time.Minute); err != nil {
 				t.Fatalf("Extend after a cut = %v, want it resent on a new connection", err)
 			}
-			_, _, names := c.take()
+			_, _, names := c.Take()
 			t.Logf("sent: %s", names)
 			if mode == PubSub && names != "extend extend" {
 				// Nothing reads an idle command connection in PubSub mode:
@@ -337,7 +338,7 @@ func TestStepResentAfterCut(t *testing.T) {
 			if err := w.Release(ctx, "r", "W"); err != nil {
 				t.Fatalf("Release after a cut = %v, want it resent on a new connection", err)
 			}
-			if _, _, names := c.take(); mode == PubSub && names != "release release" {
+			if _, _, names := c.Take(); mode == PubSub && names != "release release" {
 				t.Fatalf("sent %q, want the release twice", names)
 			}
 			if n, _ := e.raw.Do(ctx, e.raw.B().Exists().Key(w.keyNames("r").Lock).Build()).AsInt64(); n != 0 {
