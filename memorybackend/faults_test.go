@@ -47,6 +47,8 @@ func TestDelaySubscriptions(t *testing.T) {
 		t.Fatal("no wake-up right after the delayed Subscribe returned")
 	}
 
+	// A delay far past ctx's deadline: ctx surely ends first.
+	b.DelaySubscriptions(time.Hour)
 	cctx, stop := context.WithTimeout(ctx, d/5)
 	defer stop()
 	if _, err := b.Subscribe(cctx, "y", func(backend.Wake) { t.Error("a wake-up for a failed Subscribe") }); !errors.Is(err, context.DeadlineExceeded) {

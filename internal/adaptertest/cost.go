@@ -350,7 +350,10 @@ func IdleWaitersOnlyHeartbeat(t *testing.T, a Adapter) {
 	}
 	defer holder.Close()
 	bb, wc := a.Backend(t)
-	const waiterTimeout = 300 * time.Millisecond // heartbeat every 100ms
+	// A heartbeat every 500 ms: a waiter's entry is purged only if its
+	// heartbeats stall for 1.5 s (300 ms was seen under a loaded go test
+	// ./..., and the re-queue that followed is an acquire).
+	const waiterTimeout = 1500 * time.Millisecond
 	waiters, err := lock.New(bb, &lock.Options{WaiterTimeout: waiterTimeout})
 	if err != nil {
 		t.Fatal(err)
@@ -382,7 +385,7 @@ func IdleWaitersOnlyHeartbeat(t *testing.T, a Adapter) {
 	hc.TakeTrips()
 
 	// Measure a fixed window (this is counting, not waiting for an event).
-	const window = time.Second
+	const window = 2 * time.Second
 	time.Sleep(window)
 	trips := wc.TakeTrips()
 
@@ -396,7 +399,9 @@ func IdleWaitersOnlyHeartbeat(t *testing.T, a Adapter) {
 			t.Fatalf("a round trip with %v, want one heartbeat per id (%d)", trip, len(ids))
 		}
 		for _, name := range trip {
-			if name != "heartbeat" {
+			// eval:heartbeat is the first heartbeat on a server that has
+			// not loaded the script yet (NOSCRIPT, then EVAL).
+			if name != "heartbeat" && name != "eval:heartbeat" {
 				t.Fatalf("an idle waiter's process sent %q (round trips: %v), want heartbeats only", name, trips)
 			}
 		}

@@ -57,9 +57,11 @@ func StartReplicated(t testing.TB, o ReplicatedOptions) *Replicated {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
+	// The directory first: cleanups run last-registered first, so the
+	// servers stop before it is removed (a Sentinel rewrites its config).
+	dir := t.TempDir()
 	r := &Replicated{}
 	t.Cleanup(r.Stop)
-	dir := t.TempDir()
 	r.Master, err = startProcess(bin, filepath.Join(dir, "master"), nil)
 	if err != nil {
 		fail(t, err)
