@@ -44,10 +44,12 @@ local function now_ms()
   return math.floor(now_us() / 1000)
 end
 
--- int formats a Lua number as an integer argument: redis.call would
--- format it with 14 significant digits, which rounds a microsecond clock.
+-- int formats an integral Lua number as an integer argument: redis.call
+-- would format it with 14 significant digits, which rounds a microsecond
+-- clock. '%d' converts to a C long (64 bits), exact to 2^53; '%.0f' is
+-- 2-3 times slower (glibc's exact decimal conversion).
 local function int(x)
-  return string.format('%.0f', x)
+  return string.format('%d', x)
 end
 
 -- publish_cmd returns ARGV[i] when it names the command that carries
