@@ -27,7 +27,8 @@
 //     tracking client stops tracking a key it writes until it reads it
 //     again).
 //   - acquire_many: acquire's step for many ids in one call (one hash
-//     slot on Redis Cluster), at most [MaxAcquireBatch] of them.
+//     slot on Redis Cluster), at most [MaxAcquireBatch] of them, with one
+//     TIME for the whole call.
 //   - release: compare-and-delete, mark the release in the fence key (so a
 //     resent release is answered as done), purge, wake the head.
 //   - extend: compare-and-PEXPIRE, keep the fence key alive as long as the
