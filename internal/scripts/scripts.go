@@ -28,7 +28,9 @@
 //     again).
 //   - acquire_many: acquire's step for many ids in one call (one hash
 //     slot on Redis Cluster), at most [MaxAcquireBatch] of them, with one
-//     TIME for the whole call.
+//     TIME for the whole call, and one EXISTS of all the queue keys and one
+//     of all the fence keys: when none exists, a free id is one SET NX PX
+//     and a new fence key.
 //   - release: compare-and-delete, mark the release in the fence key (so a
 //     resent release is answered as done), purge, wake the head.
 //   - extend: compare-and-PEXPIRE, keep the fence key alive as long as the

@@ -42,11 +42,26 @@ end
 -- One TIME for the whole call: every fence it grants is at least this
 -- clock reading, which is past every fence granted before the call.
 local us = now_us()
+-- One EXISTS for all the queue keys and one for all the fence keys. When
+-- none exists (ids nobody waits for, locked for the first time in an
+-- hour), try_fast skips its EXISTS and HGET for an id this call has not
+-- seen before: only an earlier step of the call could have made them.
+local qs, ns = {}, {}
+for i = 1, n do
+  qs[i], ns[i] = KEYS[4 * i - 2], KEYS[4 * i]
+end
+local no_q = redis.call('EXISTS', unpack(qs)) == 0
+local no_n = redis.call('EXISTS', unpack(ns)) == 0
+local seen = {}
 local out, o = {}, 0
 for i = 1, n do
   local k, a = 4 * i, 5 * i
   local token, ttl = ARGV[a], tonumber(ARGV[a + 1])
-  local fence = try_fast(KEYS[k - 3], KEYS[k - 2], KEYS[k], token, ttl, tracking, us)
+  local lock = KEYS[k - 3]
+  local new = not seen[lock]
+  seen[lock] = true
+  local fence = try_fast(lock, KEYS[k - 2], KEYS[k], token, ttl, ARGV[a + 1], tracking, us, no_q and new,
+    no_n and new)
   if fence then
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, fence, ttl
     for j = 5, 8 do out[o + j] = 0 end

@@ -30,10 +30,13 @@ end
 -- (no waiter, live or dead) and a free lock, it grants the lock and
 -- returns the fence (next_fence; us as there). This is the whole
 -- uncontended case: EXISTS, SET NX PX, TIME, HGET, HSET. Otherwise it
--- returns nil, having written nothing.
-local function try_fast(lock, q, n, token, ttl, tracking, us)
-  if redis.call('EXISTS', q) == 0 and redis.call('SET', lock, token, 'NX', 'PX', ttl) then
-    local fence = next_fence(n, ttl, us)
+-- returns nil, having written nothing. ttl_arg is the lease TTL ttl as
+-- it came in ARGV (passing a string spares a number formatting). no_q and
+-- no_n say that the step knows that q, and n, do not exist: their EXISTS
+-- and HGET are skipped.
+local function try_fast(lock, q, n, token, ttl, ttl_arg, tracking, us, no_q, no_n)
+  if (no_q or redis.call('EXISTS', q) == 0) and redis.call('SET', lock, token, 'NX', 'PX', ttl_arg) then
+    local fence = next_fence(n, ttl, us, no_n)
     if tracking then redis.call('PTTL', lock) end
     return fence
   end

@@ -145,6 +145,10 @@ end
 -- increase even if the server's clock steps back.
 local FENCE_IDLE = 3600000
 
+-- FENCE_IDLE_ARG is FENCE_IDLE as an argument, formatted once per call:
+-- redis.call formats a Lua number with printf's '%.14g', about a µs.
+local FENCE_IDLE_ARG = int(FENCE_IDLE)
+
 -- FENCE_PERIOD is half of FENCE_IDLE, in µs of the clock: see FENCE_IDLE.
 local FENCE_PERIOD = FENCE_IDLE * 500
 
@@ -153,20 +157,23 @@ local FENCE_PERIOD = FENCE_IDLE * 500
 -- the same fields there with no TTL; a grant gives it one.
 
 -- fence_keep returns how long the fence key must live after a grant or
--- an extend with lease TTL ttl (ms): FENCE_IDLE, or ttl when longer, so
+-- an extend with lease TTL ttl (ms), as an argument: FENCE_IDLE, or ttl
+-- when longer, so
 -- that the key outlives the lease and a retried grant finds its fence.
 local function fence_keep(ttl)
-  if ttl > FENCE_IDLE then return ttl end
-  return FENCE_IDLE
+  if ttl > FENCE_IDLE then return int(ttl) end
+  return FENCE_IDLE_ARG
 end
 
 -- next_fence records and returns the id's next fence: the server's clock
 -- in microseconds (us, when this step read it already), or the last fence
--- + 1 when that is not below it. ttl is the new lease's, in ms. Cost: TIME,
--- HGET, HSET, and a PEXPIRE about once in half an hour of grants.
-local function next_fence(n, ttl, us)
+-- + 1 when that is not below it. ttl is the new lease's, in ms. fresh says
+-- that the step knows n does not exist (no HGET then). Cost: TIME, HGET,
+-- HSET, and a PEXPIRE about once in half an hour of grants.
+local function next_fence(n, ttl, us, fresh)
   local f = us or now_us()
-  local last = tonumber(redis.call('HGET', n, 'fence')) or 0
+  local last = 0
+  if not fresh then last = tonumber(redis.call('HGET', n, 'fence')) or 0 end
   if last >= f then f = last + 1 end
   redis.call('HSET', n, 'fence', int(f))
   if math.floor(f / FENCE_PERIOD) ~= math.floor(last / FENCE_PERIOD) or ttl > FENCE_IDLE / 2 then
