@@ -220,7 +220,7 @@ func TestAcquireManyBatchChecks(t *testing.T) {
 	ks, _ := keys.New(redistest.Prefix(t))
 	t.Cleanup(func() { cleanup(t, c, ks) })
 
-	ahead := uint64(time.Now().Add(10*time.Minute).UnixMicro())
+	ahead := uint64(time.Now().Add(10 * time.Minute).UnixMicro())
 	c.HSet(ctx, ks.For("ahead").Counters, "fence", fmt.Sprint(ahead))
 	c.PExpire(ctx, ks.For("ahead").Counters, time.Hour)
 	// "waited": free, with a live waiter W at the head.
