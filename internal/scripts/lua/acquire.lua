@@ -41,6 +41,7 @@ if tracking == nil then return bad_arg('tracking', 'must be 0 or 1') end
 
 local fence = try_fast(KEYS[1], KEYS[2], KEYS[4], token, ttl, ARGV[2], tracking)
 if fence then return {1, fence, ttl, 0, 0, 0, 0} end
+-- [slow path]
 local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], token, ttl, wait == '1', wttl,
   max_waiters, limit, channel, publish, tracking)
 if not r then return fail('LOCKQUEUEFULL', 'the queue has ' .. full .. ' waiters') end

@@ -15,17 +15,6 @@
 -- acquire_step returns {acquired, fence, ttl, holder_ttl, queued, ticket,
 -- head} or, when the queue is full, nil and the number of waiters.
 
--- next_ticket returns a ticket for a new waiter of q: the server's clock
--- in microseconds, or the tail's ticket + 1 when that is not below it.
--- Tickets increase while the queue exists, and after it as long as the
--- clock does not step back.
-local function next_ticket(q, us)
-  local tail = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
-  local last = tonumber(tail[2]) or 0
-  if last >= us then return last + 1 end
-  return us
-end
-
 -- try_fast is the fast path, tried before acquire_step: with no queue key
 -- (no waiter, live or dead) and a free lock, it grants the lock and
 -- returns the fence (next_fence; us as there). This is the whole
@@ -40,6 +29,19 @@ local function try_fast(lock, q, n, token, ttl, ttl_arg, tracking, us, no_q, no_
     if tracking then redis.call('PTTL', lock) end
     return fence
   end
+end
+
+-- [slow path]
+
+-- next_ticket returns a ticket for a new waiter of q: the server's clock
+-- in microseconds, or the tail's ticket + 1 when that is not below it.
+-- Tickets increase while the queue exists, and after it as long as the
+-- clock does not step back.
+local function next_ticket(q, us)
+  local tail = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
+  local last = tonumber(tail[2]) or 0
+  if last >= us then return last + 1 end
+  return us
 end
 
 -- acquire_step is the rest of the step, after try_fast returned nil.
