@@ -135,11 +135,24 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[4], 'rel', ARGV[1])
 redis.call('EXISTS', KEYS[2])
 return 1`)
-	bareConsts := NewConsts(100, 100, Classic, false)
-	variants := []struct {
+	// pair is a cycle of acquire and release scripts with cs's arguments.
+	pair := func(cs Consts, acquire, release Script) func() {
+		return func() {
+			ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second})
+			if err := evalsha(ctx, c, acquire, ak, aa).Err(); err != nil {
+				b.Fatal(err)
+			}
+			rk, ra := cs.Release(k, "T")
+			if err := evalsha(ctx, c, release, rk, ra).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	type variant struct {
 		name  string
 		cycle func()
-	}{
+	}
+	variants := []variant{
 		{"redislock-style", func() {
 			if err := evalsha(ctx, c, obtain, []string{k.Lock}, []string{"T", "10000"}).Err(); err != nil {
 				b.Fatal(err)
@@ -148,36 +161,9 @@ return 1`)
 				b.Fatal(err)
 			}
 		}},
-		{"bare-same-commands", func() {
-			ak, aa := bareConsts.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second})
-			if err := evalsha(ctx, c, bareAcquire, ak, aa).Err(); err != nil {
-				b.Fatal(err)
-			}
-			rk, ra := bareConsts.Release(k, "T")
-			if err := evalsha(ctx, c, bareRelease, rk, ra).Err(); err != nil {
-				b.Fatal(err)
-			}
-		}},
-	}
-	for _, tracking := range []bool{false, true} {
-		cs := NewConsts(100, 100, Classic, tracking)
-		name := "lean"
-		if tracking {
-			name = "tracking"
-		}
-		variants = append(variants, struct {
-			name  string
-			cycle func()
-		}{name, func() {
-			ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second})
-			if err := evalsha(ctx, c, Acquire, ak, aa).Err(); err != nil {
-				b.Fatal(err)
-			}
-			rk, ra := cs.Release(k, "T")
-			if err := evalsha(ctx, c, Release, rk, ra).Err(); err != nil {
-				b.Fatal(err)
-			}
-		}})
+		{"bare-same-commands", pair(NewConsts(100, 100, Classic, false), bareAcquire, bareRelease)},
+		{"lean", pair(NewConsts(100, 100, Classic, false), Acquire, Release)},
+		{"tracking", pair(NewConsts(100, 100, Classic, true), Acquire, Release)},
 	}
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {
