@@ -128,9 +128,10 @@ func New(client Client, opts *Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	cmds := newCommands(client, cfg.ConstArgs())
 	var repl *replicas
 	if cfg.WaitReplicas() > 0 {
-		if repl, err = newReplicas(client, cfg.WaitTimeout()); err != nil {
+		if repl, err = newReplicas(client, cmds, cfg.WaitTimeout()); err != nil {
 			return nil, err
 		}
 	}
@@ -150,7 +151,7 @@ func New(client Client, opts *Options) (*Backend, error) {
 	if repl != nil {
 		r = repl
 	}
-	b.steps = redisstep.New(cfg, commands{client}, r, redisstep.Hooks{})
+	b.steps = redisstep.New(cfg, cmds, r, redisstep.Hooks{})
 	return b, nil
 }
 

@@ -4,41 +4,145 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/internal/redisstep"
+	"github.com/redislocker/lock/internal/scripts"
 )
 
 // commands is the go-redis plumbing of the shared step layer.
-type commands struct{ c Client }
+type commands struct {
+	c Client
+	// consts are the scripts' constant arguments (redisstep.ConstArgs),
+	// boxed once: go-redis takes arguments as []any, and boxing a string
+	// allocates.
+	consts []boxed
+	// keys holds, per count of keys up to 4, the last call's keys boxed:
+	// the steps of one id (acquire, release, ...) name the same keys.
+	keys *[5]atomic.Pointer[boxedKeys]
+}
+
+// boxedKeys are a call's keys and their boxes. Neither is changed after
+// it is stored.
+type boxedKeys struct {
+	keys []string
+	v    []any
+}
+
+type boxed struct {
+	s string
+	v any
+}
+
+// newCommands returns the plumbing of c for steps with the constant
+// arguments consts.
+func newCommands(c Client, consts []string) commands {
+	g := commands{c: c, keys: new([5]atomic.Pointer[boxedKeys])}
+	for _, s := range consts {
+		g.consts = append(g.consts, boxed{s, s})
+	}
+	for _, sc := range scripts.All() {
+		g.consts = append(g.consts, boxed{sc.SHA1, sc.SHA1})
+	}
+	return g
+}
+
+// processor is what sends a command built here: every go-redis client
+// and pipeline.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
 
 // Eval sends one call.
 func (g commands) Eval(ctx context.Context, c redisstep.Call, eval bool) redisstep.Reply {
+	if p, ok := g.c.(processor); ok {
+		cmd := g.cmd(ctx, c, eval)
+		_ = p.Process(ctx, cmd)
+		return reply(cmd, c.Strings)
+	}
 	if eval {
 		return reply(g.c.Eval(ctx, c.Script.Source, c.Keys, anys(c.Args)...), c.Strings)
 	}
 	return reply(g.c.EvalSha(ctx, c.Script.SHA1, c.Keys, anys(c.Args)...), c.Strings)
 }
 
+// cmd builds c's EVALSHA, or EVAL with eval, as go-redis's EvalSha and
+// Eval do, with one slice and the constant arguments boxed once.
+func (g commands) cmd(ctx context.Context, c redisstep.Call, eval bool) *redis.Cmd {
+	args := make([]any, 0, 3+len(c.Keys)+len(c.Args))
+	if eval {
+		args = append(args, "eval", c.Script.Source)
+	} else {
+		args = append(args, "evalsha", g.box(c.Script.SHA1))
+	}
+	args = append(args, len(c.Keys))
+	args = g.boxKeys(args, c.Keys)
+	for _, a := range c.Args {
+		args = append(args, g.box(a))
+	}
+	cmd := redis.NewCmd(ctx, args...)
+	if len(c.Keys) > 0 {
+		cmd.SetFirstKeyPos(3) // for a cluster client's routing
+	}
+	return cmd
+}
+
+// boxKeys appends ks to args, with the boxes of the last call that had as
+// many keys when it had the same ones.
+func (g commands) boxKeys(args []any, ks []string) []any {
+	if len(ks) >= len(g.keys) {
+		for _, k := range ks {
+			args = append(args, k)
+		}
+		return args
+	}
+	slot := &g.keys[len(ks)]
+	if e := slot.Load(); e != nil && slices.Equal(e.keys, ks) {
+		return append(args, e.v...)
+	}
+	e := &boxedKeys{keys: ks, v: make([]any, len(ks))}
+	for i, k := range ks {
+		e.v[i] = k
+	}
+	slot.Store(e)
+	return append(args, e.v...)
+}
+
+// box returns s as an any, without an allocation when s is one of the
+// constant arguments.
+func (g commands) box(s string) any {
+	switch s {
+	case "0":
+		return "0"
+	case "1":
+		return "1"
+	}
+	for _, b := range g.consts {
+		if b.s == s {
+			return b.v
+		}
+	}
+	return s
+}
+
 // EvalAll sends calls in one pipeline; a ClusterClient splits it per master.
 func (g commands) EvalAll(ctx context.Context, calls []redisstep.Call, eval bool) []redisstep.Reply {
-	return evalPipe(ctx, g.c.Pipeline(), calls, eval, false, nil)
+	return g.evalPipe(ctx, g.c.Pipeline(), calls, eval, false, nil)
 }
 
 // evalPipe queues calls on pipe (each after ASKING with asking), and then
 // more, runs it, and returns the calls' replies.
-func evalPipe(ctx context.Context, pipe redis.Pipeliner, calls []redisstep.Call, eval, asking bool, more func(redis.Pipeliner)) []redisstep.Reply {
+func (g commands) evalPipe(ctx context.Context, pipe redis.Pipeliner, calls []redisstep.Call, eval, asking bool, more func(redis.Pipeliner)) []redisstep.Reply {
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
 		if asking {
 			pipe.Do(ctx, "asking")
 		}
-		if eval {
-			cmds[i] = pipe.Eval(ctx, c.Script.Source, c.Keys, anys(c.Args)...)
-		} else {
-			cmds[i] = pipe.EvalSha(ctx, c.Script.SHA1, c.Keys, anys(c.Args)...)
-		}
+		cmds[i] = g.cmd(ctx, c, eval)
+		_ = pipe.Process(ctx, cmds[i])
 	}
 	if more != nil {
 		more(pipe)

@@ -19,12 +19,13 @@ type replicas struct {
 	single *redis.Client
 	cc     *redis.ClusterClient
 	nodes  sync.Map // address -> *redis.Client, the masters Master found
+	cmds   commands // builds the calls' commands
 }
 
 // newReplicas checks that client can run WAIT after a step on its
 // connection, within its ReadTimeout.
-func newReplicas(client Client, waitTimeout time.Duration) (*replicas, error) {
-	r := &replicas{}
+func newReplicas(client Client, cmds commands, waitTimeout time.Duration) (*replicas, error) {
+	r := &replicas{cmds: cmds}
 	var readTimeout time.Duration
 	switch c := client.(type) {
 	case *redis.Client:
@@ -75,7 +76,7 @@ func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls
 		return out, 0
 	}
 	var wait *redis.Cmd
-	res := evalPipe(ctx, node.Pipeline(), calls, eval, asking, func(p redis.Pipeliner) {
+	res := r.cmds.evalPipe(ctx, node.Pipeline(), calls, eval, asking, func(p redis.Pipeliner) {
 		wait = p.Do(ctx, "wait", n, timeout.Milliseconds())
 	})
 	acks, _ := wait.Int64() // an error reply counts as no replica

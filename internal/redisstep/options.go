@@ -102,6 +102,10 @@ func (c Config) WithTracking() Config {
 // Tracking reports whether c is for a tracking connection (WithTracking).
 func (c Config) Tracking() bool { return c.tracking }
 
+// ConstArgs returns the scripts' constant arguments for c (see
+// scripts.Consts.Strings).
+func (c Config) ConstArgs() []string { return c.consts.Strings() }
+
 // Keyspace returns the key names in use.
 func (c Config) Keyspace() keys.Keyspace { return c.ks }
 

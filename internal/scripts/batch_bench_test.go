@@ -45,8 +45,9 @@ func scriptUsec(tb testing.TB, c *redis.Client) (usec, calls int64) {
 // (MaxAcquireBatch ids per call, the calls pipelined), with one acquire
 // script per id pipelined in one round trip (what AcquireBatch did before
 // AcquireMany), and with one acquire per id in a loop. It reports ids/s,
-// the server's script µs per id, and the longest a single call ran on the
-// server on average (µs per call: a call blocks the server that long).
+// the server's script µs and CPU µs per id, and the longest a single call
+// ran on the server on average (µs per call: a call blocks the server that
+// long; script µs are wall time, which a loaded machine inflates).
 func BenchmarkAcquireMany(b *testing.B) {
 	srv := redistest.Start(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -122,12 +123,16 @@ func BenchmarkAcquireMany(b *testing.B) {
 			reqs := reqsFor(0)
 			var elapsed time.Duration
 			var usec, calls int64
+			var cpu float64
 			for i := range b.N {
 				ks, _ := keys.New(fmt.Sprintf("bench%d:%s:", i, name))
 				u0, c0 := scriptUsec(b, c)
+				_, cpu0 := serverStats(b, c)
 				start := time.Now()
 				run[name](ks, reqs)
 				elapsed += time.Since(start)
+				_, cpu1 := serverStats(b, c)
+				cpu += cpu1 - cpu0
 				u1, c1 := scriptUsec(b, c)
 				usec += u1 - u0
 				calls += c1 - c0
@@ -140,6 +145,7 @@ func BenchmarkAcquireMany(b *testing.B) {
 			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "ids/s")
 			b.ReportMetric(float64(usec)/float64(n*b.N), "server-µs/id")
 			b.ReportMetric(float64(usec)/float64(calls), "server-µs/call")
+			b.ReportMetric(cpu/float64(n*b.N), "server-cpu-µs/id")
 		})
 	}
 }

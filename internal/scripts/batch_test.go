@@ -208,3 +208,60 @@ func TestGroupAcquires(t *testing.T) {
 		t.Fatal("acquire_many does not include acquire_step once")
 	}
 }
+
+// TestAcquireManyBatchChecks covers the call-wide EXISTS of acquire_many:
+// in a call with fresh ids, an id whose fence key is ahead of the clock
+// still gets that fence + 1, and a free id with a live waiter is not
+// granted to another token; the fresh ids' fence keys expire.
+func TestAcquireManyBatchChecks(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	cs := NewConsts(10, 100, Classic, false)
+	ks, _ := keys.New(redistest.Prefix(t))
+	t.Cleanup(func() { cleanup(t, c, ks) })
+
+	ahead := uint64(time.Now().Add(10 * time.Minute).UnixMicro())
+	c.HSet(ctx, ks.For("ahead").Counters, "fence", fmt.Sprint(ahead))
+	c.PExpire(ctx, ks.For("ahead").Counters, time.Hour)
+	// "waited": free, with a live waiter W at the head.
+	w := ks.For("waited")
+	grantFence(t, c, Acquire, w, "waited", "X")
+	ak, aa := cs.Acquire(w, backend.AcquireRequest{ID: "waited", Token: "W", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute})
+	if r, err := run(t, c, Acquire, ak, aa).Int64Slice(); err != nil || r[4] != 1 {
+		t.Fatalf("W not queued: %v, %v", r, err)
+	}
+	c.Del(ctx, w.Lock)
+
+	req := func(id string) backend.AcquireRequest {
+		return backend.AcquireRequest{ID: id, Token: "Y", TTL: time.Minute}
+	}
+	for _, tc := range []struct {
+		name string
+		reqs []backend.AcquireRequest
+	}{
+		{"fence ahead", []backend.AcquireRequest{req("fresh-1"), req("ahead"), req("fresh-2")}},
+		{"live waiter", []backend.AcquireRequest{req("fresh-3"), req("waited"), req("fresh-4")}},
+	} {
+		out := runAcquireMany(t, c, cs, ks, tc.reqs, false, 0)
+		for i, r := range tc.reqs {
+			g := out[i]
+			switch r.ID {
+			case "ahead":
+				if !g.Acquired || g.Fence != ahead+1 {
+					t.Errorf("%s: %s got %+v, want fence %d", tc.name, r.ID, g, ahead+1)
+				}
+			case "waited":
+				if g.Acquired {
+					t.Errorf("%s: %s granted to Y past its waiter W: %+v", tc.name, r.ID, g)
+				}
+			default:
+				if !g.Acquired || g.Fence == 0 {
+					t.Errorf("%s: fresh id %s got %+v", tc.name, r.ID, g)
+				}
+				if ttl := c.PTTL(ctx, ks.For(r.ID).Counters).Val(); !FenceKeyExpires(ttl, time.Minute) {
+					t.Errorf("%s: fresh id %s: fence key PTTL %v", tc.name, r.ID, ttl)
+				}
+			}
+		}
+	}
+}

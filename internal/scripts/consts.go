@@ -36,6 +36,12 @@ func NewConsts(maxWaiters, purgeLimit int, pub Publish, tracking bool) Consts {
 	}
 }
 
+// Strings returns the constant arguments c puts in the scripts' ARGV, for
+// an adapter that converts each argument, to convert these once.
+func (c Consts) Strings() []string {
+	return []string{c.maxWaiters, c.purgeLimit, c.pub, c.tracking}
+}
+
 // Acquire returns the KEYS and ARGV of acquire.
 func (c Consts) Acquire(k keys.ID, req backend.AcquireRequest) (keys, args []string) {
 	wait, wttl := "0", "0"

@@ -105,7 +105,9 @@ func TestUncontendedCycleCost(t *testing.T) {
 
 // BenchmarkUncontendedCycle measures an uncontended acquire + release
 // through a plain client, and the server's CPU per cycle, next to a
-// redislock-style pair of scripts (SET NX PX; GET + DEL) as the floor.
+// redislock-style pair of scripts (SET NX PX; GET + DEL) as the floor, and
+// to bare scripts that run the fast paths' commands on the same KEYS and
+// ARGV without validation or helpers.
 func BenchmarkUncontendedCycle(b *testing.B) {
 	srv := redistest.Start(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -115,10 +117,42 @@ func BenchmarkUncontendedCycle(b *testing.B) {
 	k := ks.For("cycle")
 	obtain := newScript("obtain", `return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`)
 	unlock := newScript("unlock", `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
-	variants := []struct {
+	// The fast paths' commands with the same KEYS and ARGV, without
+	// validation or helpers: what the commands and arguments cost alone.
+	bareAcquire := newScript("bare-acquire", `
+if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local t = redis.call('TIME')
+  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('HGET', KEYS[4], 'fence')) or 0
+  if last >= f then f = last + 1 end
+  redis.call('HSET', KEYS[4], 'fence', string.format('%d', f))
+  return {1, f, tonumber(ARGV[2]), 0, 0, 0, 0}
+end
+return {0, 0, 0, 0, 0, 0, 0}`)
+	bareRelease := newScript("bare-release", `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('LOCKNOTHELD') end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[4], 'rel', ARGV[1])
+redis.call('EXISTS', KEYS[2])
+return 1`)
+	// pair is a cycle of acquire and release scripts with cs's arguments.
+	pair := func(cs Consts, acquire, release Script) func() {
+		return func() {
+			ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second})
+			if err := evalsha(ctx, c, acquire, ak, aa).Err(); err != nil {
+				b.Fatal(err)
+			}
+			rk, ra := cs.Release(k, "T")
+			if err := evalsha(ctx, c, release, rk, ra).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	type variant struct {
 		name  string
 		cycle func()
-	}{
+	}
+	variants := []variant{
 		{"redislock-style", func() {
 			if err := evalsha(ctx, c, obtain, []string{k.Lock}, []string{"T", "10000"}).Err(); err != nil {
 				b.Fatal(err)
@@ -127,26 +161,9 @@ func BenchmarkUncontendedCycle(b *testing.B) {
 				b.Fatal(err)
 			}
 		}},
-	}
-	for _, tracking := range []bool{false, true} {
-		cs := NewConsts(100, 100, Classic, tracking)
-		name := "lean"
-		if tracking {
-			name = "tracking"
-		}
-		variants = append(variants, struct {
-			name  string
-			cycle func()
-		}{name, func() {
-			ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second})
-			if err := evalsha(ctx, c, Acquire, ak, aa).Err(); err != nil {
-				b.Fatal(err)
-			}
-			rk, ra := cs.Release(k, "T")
-			if err := evalsha(ctx, c, Release, rk, ra).Err(); err != nil {
-				b.Fatal(err)
-			}
-		}})
+		{"bare-same-commands", pair(NewConsts(100, 100, Classic, false), bareAcquire, bareRelease)},
+		{"lean", pair(NewConsts(100, 100, Classic, false), Acquire, Release)},
+		{"tracking", pair(NewConsts(100, 100, Classic, true), Acquire, Release)},
 	}
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {

@@ -16,10 +16,12 @@ import (
 )
 
 func TestFenceIdleMatchesLua(t *testing.T) {
-	want := fmt.Sprintf("local FENCE_IDLE = %d\n", FenceIdle.Milliseconds())
-	for _, s := range []Script{Acquire, Release, Extend, AcquireMany} {
-		if !strings.Contains(s.Source, want) {
-			t.Fatalf("%s does not hold %q", s.Name, want)
+	ms := FenceIdle.Milliseconds()
+	for _, want := range []string{fmt.Sprintf("local FENCE_IDLE = %d\n", ms), fmt.Sprintf("local FENCE_IDLE_ARG = '%d'\n", ms)} {
+		for _, s := range []Script{Acquire, Release, Extend, AcquireMany} {
+			if !strings.Contains(s.Source, want) {
+				t.Fatalf("%s does not hold %q", s.Name, want)
+			}
 		}
 	}
 }
@@ -27,11 +29,15 @@ func TestFenceIdleMatchesLua(t *testing.T) {
 // withFenceIdle returns s with FENCE_IDLE set to d, so that a test sees
 // an id's fence key go without waiting an hour.
 func withFenceIdle(t testing.TB, s Script, d time.Duration) Script {
-	old := fmt.Sprintf("local FENCE_IDLE = %d\n", FenceIdle.Milliseconds())
-	if !strings.Contains(s.Source, old) {
-		t.Fatalf("%s: no %q to replace", s.Name, old)
+	src := s.Source
+	for _, f := range []string{"local FENCE_IDLE = %d\n", "local FENCE_IDLE_ARG = '%d'\n"} {
+		old := fmt.Sprintf(f, FenceIdle.Milliseconds())
+		if !strings.Contains(src, old) {
+			t.Fatalf("%s: no %q to replace", s.Name, old)
+		}
+		src = strings.Replace(src, old, fmt.Sprintf(f, d.Milliseconds()), 1)
 	}
-	return newScript(s.Name, strings.Replace(s.Source, old, fmt.Sprintf("local FENCE_IDLE = %d\n", d.Milliseconds()), 1))
+	return newScript(s.Name, src)
 }
 
 // run runs s and fails the test on an error.

@@ -1,5 +1,6 @@
 -- acquire: fair try-acquire, with optional enqueue, in one atomic step
--- (backend checklist items 1, 2 and 7); the step itself is acquire_step.
+-- (backend checklist items 1, 2 and 7); the step itself is try_fast, then
+-- acquire_step.
 --
 -- KEYS[1] lock       string: the owner token; its TTL is the lease
 -- KEYS[2] queue      zset: waiter token -> ticket
@@ -38,6 +39,9 @@ if not limit then return channel end -- the LOCKBADARG reply
 local tracking = flag(9)
 if tracking == nil then return bad_arg('tracking', 'must be 0 or 1') end
 
+local fence = try_fast(KEYS[1], KEYS[2], KEYS[4], token, ttl, ARGV[2], tracking)
+if fence then return {1, fence, ttl, 0, 0, 0, 0} end
+-- [slow path]
 local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], token, ttl, wait == '1', wttl,
   max_waiters, limit, channel, publish, tracking)
 if not r then return fail('LOCKQUEUEFULL', 'the queue has ' .. full .. ' waiters') end

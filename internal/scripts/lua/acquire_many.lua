@@ -1,7 +1,7 @@
--- acquire_many: acquire (see acquire_step) for many ids in one call, each
--- with its own token, TTLs and wait flag, in order. The ids of one call
--- must share a hash slot on Redis Cluster; a single server takes any. One
--- id's full queue does not stop the others.
+-- acquire_many: acquire (try_fast, then acquire_step) for many ids in one
+-- call, each with its own token, TTLs and wait flag, in order. The ids of
+-- one call must share a hash slot on Redis Cluster; a single server takes
+-- any. One id's full queue does not stop the others.
 --
 -- KEYS[4i-3..4i] lock, queue, deadlines, fence of the i-th id
 -- ARGV[1] max waiters per id
@@ -27,36 +27,51 @@ if n < 1 or n ~= math.floor(n) or #ARGV ~= 4 + 5 * n then
   return bad_arg('keys', 'must be 4 keys and 5 arguments per id, for at least one id')
 end
 
-local reqs = {}
 for i = 1, n do
   local a = 5 * i
-  local token = ARGV[a]
-  if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
-  local ttl = posint(a + 1)
-  if not ttl then return bad_arg('ttl', 'must be a positive integer of milliseconds') end
+  if not valid_token(ARGV[a]) then return bad_arg('token', 'must be 1 to 128 bytes') end
+  if not posint(a + 1) then return bad_arg('ttl', 'must be a positive integer of milliseconds') end
   local wait = ARGV[a + 2]
   if wait ~= '0' and wait ~= '1' then return bad_arg('wait', 'must be 0 or 1') end
-  local wttl = 0
-  if wait == '1' then
-    wttl = posint(a + 3)
-    if not wttl then return bad_arg('waiter_ttl', 'must be a positive integer of milliseconds') end
+  if wait == '1' and not posint(a + 3) then
+    return bad_arg('waiter_ttl', 'must be a positive integer of milliseconds')
   end
-  local channel = ARGV[a + 4]
-  if #channel == 0 then return bad_arg('channel', 'must not be empty') end
-  reqs[i] = {token, ttl, wait == '1', wttl, channel}
+  if #ARGV[a + 4] == 0 then return bad_arg('channel', 'must not be empty') end
 end
 
-local out = {}
+-- One TIME for the whole call: every fence it grants is at least this
+-- clock reading, which is past every fence granted before the call.
+local us = now_us()
+-- One EXISTS for all the queue keys and one for all the fence keys. When
+-- none exists (ids nobody waits for, locked for the first time in an
+-- hour), try_fast skips its EXISTS and HGET for an id this call has not
+-- seen before: only an earlier step of the call could have made them.
+local qs, ns = {}, {}
 for i = 1, n do
-  local k, r = 4 * i, reqs[i]
-  local g = acquire_step(KEYS[k - 3], KEYS[k - 2], KEYS[k - 1], KEYS[k], r[1], r[2], r[3], r[4],
-    max_waiters, limit, r[5], publish, tracking)
-  if g then
-    out[#out + 1] = 0
-    for j = 1, 7 do out[#out + 1] = g[j] end
+  qs[i], ns[i] = KEYS[4 * i - 2], KEYS[4 * i]
+end
+local no_q = redis.call('EXISTS', unpack(qs)) == 0
+local no_n = redis.call('EXISTS', unpack(ns)) == 0
+local seen = {}
+local out, o = {}, 0
+for i = 1, n do
+  local k, a = 4 * i, 5 * i
+  local token, ttl = ARGV[a], tonumber(ARGV[a + 1])
+  local lock = KEYS[k - 3]
+  local new = not seen[lock]
+  seen[lock] = true
+  local fence = try_fast(lock, KEYS[k - 2], KEYS[k], token, ttl, ARGV[a + 1], tracking, us, no_q and new,
+    no_n and new)
+  if fence then
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, fence, ttl
+    for j = 5, 8 do out[o + j] = 0 end
   else
-    out[#out + 1] = 1
-    for _ = 1, 7 do out[#out + 1] = 0 end
+    local wait = ARGV[a + 2] == '1'
+    local g = acquire_step(KEYS[k - 3], KEYS[k - 2], KEYS[k - 1], KEYS[k], token, ttl, wait,
+      wait and tonumber(ARGV[a + 3]) or 0, max_waiters, limit, ARGV[a + 4], publish, tracking)
+    out[o + 1] = g and 0 or 1 -- 1: the queue was full
+    for j = 1, 7 do out[o + 1 + j] = g and g[j] or 0 end
   end
+  o = o + 8
 end
 return out

@@ -12,8 +12,26 @@
 -- tracking the key for it, so this read is what keeps its other waiters
 -- told of the lease's end. Only such a client needs it.
 --
--- Returns {acquired, fence, ttl, holder_ttl, queued, ticket, head} or, when
--- the queue is full, nil and the number of waiters.
+-- acquire_step returns {acquired, fence, ttl, holder_ttl, queued, ticket,
+-- head} or, when the queue is full, nil and the number of waiters.
+
+-- try_fast is the fast path, tried before acquire_step: with no queue key
+-- (no waiter, live or dead) and a free lock, it grants the lock and
+-- returns the fence (next_fence; us as there). This is the whole
+-- uncontended case: EXISTS, SET NX PX, TIME, HGET, HSET. Otherwise it
+-- returns nil, having written nothing. ttl_arg is the lease TTL ttl as
+-- it came in ARGV (passing a string spares a number formatting). no_q and
+-- no_n say that the step knows that q, and n, do not exist: their EXISTS
+-- and HGET are skipped.
+local function try_fast(lock, q, n, token, ttl, ttl_arg, tracking, us, no_q, no_n)
+  if (no_q or redis.call('EXISTS', q) == 0) and redis.call('SET', lock, token, 'NX', 'PX', ttl_arg) then
+    local fence = next_fence(n, ttl, us, no_n)
+    if tracking then redis.call('PTTL', lock) end
+    return fence
+  end
+end
+
+-- [slow path]
 
 -- next_ticket returns a ticket for a new waiter of q: the server's clock
 -- in microseconds, or the tail's ticket + 1 when that is not below it.
@@ -26,16 +44,8 @@ local function next_ticket(q, us)
   return us
 end
 
+-- acquire_step is the rest of the step, after try_fast returned nil.
 local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, limit, channel, publish, tracking)
-  -- Fast path: no queue key (no waiter, live or dead) and a free lock.
-  -- This is the whole uncontended case: EXISTS, SET NX PX, TIME, HGET,
-  -- HSET.
-  if redis.call('EXISTS', q) == 0 and redis.call('SET', lock, token, 'NX', 'PX', ttl) then
-    local fence = next_fence(n, ttl)
-    if tracking then redis.call('PTTL', lock) end
-    return {1, fence, ttl, 0, 0, 0, 0}
-  end
-
   -- Reading the lock key here, in the same step as the try, is what lets
   -- a client-side-caching adapter track it with no gap before an
   -- invalidation.

@@ -33,6 +33,7 @@ if redis.call('HSET', n, 'rel', token) == 1 and redis.call('PTTL', n) < 0 then
 end
 -- Fast path: no queue key, nobody to wake.
 if redis.call('EXISTS', q) == 0 then return 1 end
+-- [slow path]
 -- Wake a live head, not one that stopped heartbeating.
 wake_live_head(q, d, limit, publish, channel)
 return 1
