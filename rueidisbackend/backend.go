@@ -14,6 +14,7 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redisstep"
+	"github.com/redislocker/lock/internal/wakefns"
 )
 
 // The defaults of Options, those of redisbackend.
@@ -129,6 +130,7 @@ type Backend struct {
 	track  *tracker // Tracking mode
 	ps     *pubsub  // PubSub mode, classic (SUBSCRIBE)
 	sps    *spubsub // PubSub mode, sharded (SSUBSCRIBE)
+	inbox  *wakefns.Inbox
 }
 
 var (
@@ -158,10 +160,11 @@ func New(opts Options) (*Backend, error) {
 		build = rueidis.NewClient
 	}
 	if !o.DisableCache {
-		b.track = newTracker(b.cfg.Keyspace(), o.OnInvalidations)
+		base := b.cfg.Keyspace().InboxBase(b.cfg.Process())
+		b.track = newTracker(base, b.inbox, o.OnInvalidations)
 		t := o
 		t.OnInvalidations = b.track.onInvalidations
-		t.ClientTrackingOptions = []string{"NOLOOP"}
+		t.ClientTrackingOptions = trackingOptions(base)
 		t.PipelineMultiplex = -1
 		t.DisableAutoPipelining = false
 		t.AlwaysRESP2 = false
@@ -169,8 +172,8 @@ func New(opts Options) (*Backend, error) {
 		client, err := build(t)
 		if err == nil {
 			b.client, b.owned, b.mode = client, true, Tracking
-			b.track.setPing(func(ctx context.Context) error { return pingNodes(ctx, client) })
 			b.bind()
+			b.track.start(func(ctx context.Context) error { return pingNodes(ctx, client) }, b.steps.DrainInboxes)
 			return b, nil
 		}
 		if !errors.Is(err, rueidis.ErrNoCache) {
@@ -301,7 +304,7 @@ func newBackend(o *Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg}, nil
+	return &Backend{cfg: cfg, inbox: wakefns.NewInbox()}, nil
 }
 
 // bind sets up the steps once the client and the mode are there. rueidis
@@ -337,14 +340,16 @@ func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake
 	if err := redisstep.Check(b.steps, ctx); err != nil {
 		return nil, err
 	}
-	k := b.keyNames(id)
+	channel := b.steps.Inbox(id)
 	if b.track != nil {
-		return b.track.subscribe(id, k.Lock, fn)
+		return b.inbox.Register(id, channel, fn)
 	}
-	if b.sps != nil {
-		return b.sps.subscribe(ctx, id, k.Channel, fn)
-	}
-	return b.ps.subscribe(ctx, id, k.Channel, fn)
+	return b.inbox.Subscribe(ctx, id, channel, fn, func(ctx context.Context, deliver func(backend.Wake)) (func(), error) {
+		if b.sps != nil {
+			return b.sps.subscribe(ctx, "", channel, deliver)
+		}
+		return b.ps.subscribe(ctx, "", channel, deliver)
+	})
 }
 
 // Close ends the Backend's subscriptions and waits for its goroutines; a
@@ -354,6 +359,7 @@ func (b *Backend) Close() error {
 	if !redisstep.Close(b.steps) {
 		return backend.ErrClosed
 	}
+	b.inbox.Close()
 	if b.track != nil {
 		b.track.close()
 	}
@@ -377,6 +383,6 @@ func (b *Backend) Close() error {
 // earliest one registered.
 func (b *Backend) ownWrite(id string, all bool) {
 	if b.track != nil {
-		b.track.deliver(id, backend.Wake{ID: id, All: all})
+		b.inbox.Deliver(backend.Wake{ID: id, All: all})
 	}
 }

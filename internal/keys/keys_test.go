@@ -181,3 +181,27 @@ func TestSlot(t *testing.T) {
 		}
 	}
 }
+
+// Every slot has a tag, and an inbox of a slot hashes to that slot; the
+// inbox of every slot has no hash tag.
+func TestInboxSlots(t *testing.T) {
+	k, err := New("app:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := 0; s < NumSlots; s++ {
+		name := k.Inbox("p1", s)
+		if got := Slot(name); got != s || InboxOf(name) != s {
+			t.Fatalf("Inbox(p1, %d) = %q hashes to slot %d (InboxOf %d)", s, name, got, InboxOf(name))
+		}
+		if !strings.HasPrefix(name, k.InboxBase("p1")) {
+			t.Fatalf("Inbox(p1, %d) = %q does not start with InboxBase %q", s, name, k.InboxBase("p1"))
+		}
+	}
+	if got := k.Inbox("p1", -1); got != "app:inbox:p1:" || InboxOf(got) != -1 {
+		t.Fatalf("Inbox(p1, -1) = %q (InboxOf %d), want %q with no slot", got, InboxOf(got), "app:inbox:p1:")
+	}
+	if _, _, err := k.Parse(k.Inbox("p1", 7)); !errors.Is(err, ErrNotInKeyspace) {
+		t.Fatalf("Parse(an inbox) = %v, want ErrNotInKeyspace: no id's key looks like an inbox", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/scripts"
 )
 
@@ -30,16 +31,35 @@ type Hooks struct {
 // backend.Queue, backend.Batcher and backend.Resolver. An adapter embeds
 // it and adds Subscribe and Close. Safe for concurrent use.
 type Steps struct {
-	cfg    Config
-	c      Client
-	r      Replicas // nil unless cfg.waitReplicas > 0
-	hooks  Hooks
-	closed atomic.Bool
+	cfg     Config
+	c       Client
+	r       Replicas // nil unless cfg.waitReplicas > 0
+	hooks   Hooks
+	closed  atomic.Bool
+	perSlot bool   // one inbox per hash slot (see Inbox)
+	inbox   string // the one inbox, when not perSlot
 }
 
 // New returns the steps of cfg on c. r is needed when cfg has WaitReplicas.
 func New(cfg Config, c Client, r Replicas, h Hooks) *Steps {
-	return &Steps{cfg: cfg, c: c, r: r, hooks: h}
+	s := &Steps{cfg: cfg, c: c, r: r, hooks: h}
+	// A script may send only to an inbox of its own slot on Redis Cluster,
+	// except by PUBLISH, which every node forwards to every other one.
+	s.perSlot = c.Cluster() && cfg.InboxKind() != scripts.InboxClassic
+	if !s.perSlot {
+		s.inbox = cfg.ks.Inbox(cfg.process, -1)
+	}
+	return s
+}
+
+// Inbox returns the name of the inbox that this Backend's wake-ups for id
+// come to: one per hash slot on Redis Cluster (SPUBLISH, or an inbox key),
+// otherwise one for every id.
+func (s *Steps) Inbox(id string) string {
+	if !s.perSlot {
+		return s.inbox
+	}
+	return s.cfg.ks.Inbox(s.cfg.process, keys.SlotOf(id))
 }
 
 // ConfigOf returns the Config s runs with.
@@ -241,9 +261,7 @@ func (s *Steps) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterT
 // AcquireBatch runs the acquire_many script: one call per chunk of up to
 // scripts.MaxAcquireBatch requests on one server, one per hash slot (and
 // chunk) on Redis Cluster, all in one round trip (one per master on a
-// cluster). On a tracking connection it runs the acquire script once per
-// request instead (see Config.WithTracking). ErrQueueFull is reported per
-// request, in BatchGrant.Err.
+// cluster). ErrQueueFull is reported per request, in BatchGrant.Err.
 func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
 	if err := Check(s, ctx); err != nil {
 		return nil, err
@@ -251,17 +269,9 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	limit := scripts.MaxAcquireBatch
-	if s.cfg.tracking {
-		limit = 1
-	}
-	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), limit)
+	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), scripts.MaxAcquireBatch)
 	calls := make([]Call, len(groups))
 	for i, g := range groups {
-		if s.cfg.tracking {
-			calls[i] = s.acquireCall(g.Reqs[0])
-			continue
-		}
 		k, a := s.cfg.consts.AcquireMany(s.cfg.ks, g)
 		calls[i] = Call{Script: scripts.AcquireMany, Keys: k, Args: a}
 	}
@@ -287,18 +297,9 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 	return out, nil
 }
 
-// batchResult stores the reply r of group g's call into out: an
-// acquire_many reply, or on a tracking connection an acquire reply (g has
-// one request then). A full queue is that request's Err.
+// batchResult stores the reply r of group g's acquire_many call into out.
+// A full queue is that request's Err.
 func (s *Steps) batchResult(out []backend.BatchGrant, g *scripts.AcquireGroup, r Reply) error {
-	if s.cfg.tracking {
-		gr, err := s.acquireResult(r)
-		if err != nil && !errors.Is(err, backend.ErrQueueFull) {
-			return err
-		}
-		out[g.Pos[0]] = backend.BatchGrant{Grant: gr, Err: err}
-		return nil
-	}
 	if err := s.replyErr(r.Err); err != nil {
 		return err
 	}

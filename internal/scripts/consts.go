@@ -18,11 +18,11 @@ type Consts struct {
 	tracking   string
 }
 
-// NewConsts returns the Consts of a Backend. tracking is true only for a
-// client-side-caching connection whose waiters learn of a lease's end by
-// the invalidation of the lock key (rueidis in tracking mode): the scripts
-// then read the lock key again after writing it, one command more per
-// grant and per extend.
+// NewConsts returns the Consts of a Backend. tracking makes the scripts
+// read the lock key again after writing it, one command more per grant
+// and per extend, for a connection that tracks the keys it reads (a
+// NOLOOP client stops tracking a key it writes). No adapter needs it any
+// more: the rueidis tracking mode tracks its inbox keys only.
 func NewConsts(maxWaiters, purgeLimit int, pub Publish, tracking bool) Consts {
 	t := "0"
 	if tracking {
@@ -68,4 +68,28 @@ func (c Consts) Heartbeat(k keys.ID, tokens []string, waiterTTL time.Duration) (
 	args = append(args, Millis(waiterTTL), c.purgeLimit, k.Channel, c.pub)
 	args = append(args, tokens...)
 	return []string{k.Lock, k.Queue, k.Deadlines}, args
+}
+
+// InboxKind is how the scripts send a wake-up to a waiter's inbox (see
+// keys.Inbox): the first byte of the inbox address a waiter gives when it
+// queues ([InboxAddress]).
+type InboxKind byte
+
+// The inbox kinds.
+const (
+	// InboxClassic: PUBLISH on the inbox channel.
+	InboxClassic InboxKind = 'P'
+	// InboxSharded: SPUBLISH on the inbox channel, which shares the id's
+	// hash slot on Redis Cluster.
+	InboxSharded InboxKind = 'S'
+	// InboxKey: RPUSH to the inbox key (and PEXPIRE it), which shares the
+	// id's hash slot on Redis Cluster; its process hears the write by
+	// client-side caching.
+	InboxKey InboxKind = 'K'
+)
+
+// InboxAddress returns the inbox argument of a waiter: kind, then the
+// inbox's name.
+func InboxAddress(kind InboxKind, name string) string {
+	return string(rune(kind)) + name
 }
