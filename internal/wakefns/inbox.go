@@ -74,39 +74,39 @@ func (in *Inbox) Received() int64 { return in.received.Load() }
 func (in *Inbox) Subscribe(ctx context.Context, id, channel string, fn func(backend.Wake),
 	open func(ctx context.Context, deliver func(backend.Wake)) (cancel func(), err error)) (func(), error) {
 	for attempt := 0; ; attempt++ {
-		c, err := in.channel(ctx, channel, open)
+		own, err := in.channel(ctx, channel, open)
 		if err == nil {
 			break
 		}
 		// A failure of another caller's open (its ctx ended, say) is
 		// tried once more with this caller's own.
-		if errors.Is(err, backend.ErrClosed) || attempt > 0 || ctx.Err() != nil || c == nil {
+		if own || errors.Is(err, backend.ErrClosed) || attempt > 0 || ctx.Err() != nil {
 			return nil, err
 		}
 	}
 	return in.Register(id, channel, fn)
 }
 
-// channel returns channel's subscription once it is settled, opening it
-// when nobody has; c is nil when this caller's own wait ended first.
+// channel waits until channel's subscription is settled, and opens it
+// when nobody has (own). The error is the subscription's failure, or the
+// end of this caller's wait.
 func (in *Inbox) channel(ctx context.Context, channel string,
-	open func(ctx context.Context, deliver func(backend.Wake)) (cancel func(), err error)) (c *inboxChan, err error) {
+	open func(ctx context.Context, deliver func(backend.Wake)) (cancel func(), err error)) (own bool, err error) {
 	in.mu.Lock()
 	if in.closed {
 		in.mu.Unlock()
-		return nil, backend.ErrClosed
+		return false, backend.ErrClosed
 	}
-	c = in.chans[channel]
-	if c != nil {
+	if c := in.chans[channel]; c != nil {
 		in.mu.Unlock()
 		select {
 		case <-c.ready:
-			return c, c.err
+			return false, c.err
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return false, ctx.Err()
 		}
 	}
-	c = &inboxChan{ready: make(chan struct{})}
+	c := &inboxChan{ready: make(chan struct{})}
 	in.chans[channel] = c
 	in.mu.Unlock()
 	cancel, err := open(ctx, func(w backend.Wake) { in.fromChannel(channel, w) })
@@ -120,9 +120,9 @@ func (in *Inbox) channel(ctx context.Context, channel string,
 	in.mu.Unlock()
 	if closed && err == nil {
 		cancel() // Close ran meanwhile and did not see it
-		return c, backend.ErrClosed
+		return true, backend.ErrClosed
 	}
-	return c, err
+	return true, err
 }
 
 // Register adds fn for id's wake-ups, which come through channel (a name
