@@ -229,11 +229,10 @@ func (h *rueidisHarness) ForgetIdle(t *testing.T, id string) {
 	forgetIdle(t, h.raw, h.ks, id)
 }
 
-// Limits states the options, and in Tracking mode the documented limits
-// of invalidation wake-ups (see rueidisbackend's package doc).
+// Limits states the options; both modes name the head and wake only its
+// process.
 func (h *rueidisHarness) Limits() conformance.Limits {
-	tracking := h.mode == rueidisbackend.Tracking
-	return conformance.Limits{MaxWaiters: confMaxWaiters, PurgeLimit: confPurgeLimit, UnnamedWakes: tracking, HeadChangeUnwoken: tracking}
+	return conformance.Limits{MaxWaiters: confMaxWaiters, PurgeLimit: confPurgeLimit}
 }
 
 func newRueidisHarness(t *testing.T, c *rediscluster.Cluster, mode rueidisbackend.Mode, opts *rueidisbackend.Options) *rueidisHarness {

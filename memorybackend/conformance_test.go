@@ -40,7 +40,7 @@ var (
 
 // Limits states the Store's caps.
 func (h *harness) Limits() conformance.Limits {
-	return conformance.Limits{MaxWaiters: maxWaiters, PurgeLimit: purgeLimit}
+	return conformance.Limits{MaxWaiters: maxWaiters, PurgeLimit: purgeLimit, WakesEveryProcess: true}
 }
 
 // ForgetIdle drops id's entry if nothing in it is live.

@@ -154,17 +154,11 @@ func (h *harness) StateLeft(t *testing.T, id string) []string {
 	return left
 }
 
-// Limits states the Options the harness gives every Backend, and, in
-// Tracking mode, the two documented limits of invalidation wake-ups
-// (package doc): they name no head and reach every process waiting on the
-// id, and a change of the head while the lock stays free wakes nobody.
+// Limits states the Options the harness gives every Backend. Both modes
+// name the head and wake only its process (Tracking mode through its
+// inbox keys), with no exception.
 func (h *harness) Limits() conformance.Limits {
-	return conformance.Limits{
-		MaxWaiters:        confMaxWaiters,
-		PurgeLimit:        confPurgeLimit,
-		UnnamedWakes:      h.mode == Tracking,
-		HeadChangeUnwoken: h.mode == Tracking,
-	}
+	return conformance.Limits{MaxWaiters: confMaxWaiters, PurgeLimit: confPurgeLimit}
 }
 
 // ForgetIdle deletes every key of id, the fence key included: what Redis
