@@ -38,6 +38,7 @@ type Steps struct {
 	closed  atomic.Bool
 	perSlot bool   // one inbox per hash slot (see Inbox)
 	inbox   string // the one inbox, when not perSlot
+	address string // its address for the scripts (scripts.InboxAddress)
 }
 
 // New returns the steps of cfg on c. r is needed when cfg has WaitReplicas.
@@ -48,8 +49,18 @@ func New(cfg Config, c Client, r Replicas, h Hooks) *Steps {
 	s.perSlot = c.Cluster() && cfg.InboxKind() != scripts.InboxClassic
 	if !s.perSlot {
 		s.inbox = cfg.ks.Inbox(cfg.process, -1)
+		s.address = scripts.InboxAddress(cfg.InboxKind(), s.inbox)
 	}
 	return s
+}
+
+// inboxAddress returns the inbox argument of the scripts for a waiter of
+// id: where its wake-ups go (see Inbox).
+func (s *Steps) inboxAddress(id string) string {
+	if !s.perSlot {
+		return s.address
+	}
+	return scripts.InboxAddress(s.cfg.InboxKind(), s.Inbox(id))
 }
 
 // Inbox returns the name of the inbox that this Backend's wake-ups for id
@@ -83,7 +94,7 @@ func (s *Steps) Prefix() string { return s.cfg.ks.Prefix() }
 func (s *Steps) Resolution() time.Duration { return time.Millisecond }
 
 func (s *Steps) acquireCall(req backend.AcquireRequest) Call {
-	k, a := s.cfg.consts.Acquire(s.cfg.ks.For(req.ID), req)
+	k, a := s.cfg.consts.AcquireTo(s.cfg.ks.For(req.ID), req, s.inboxAddress(req.ID))
 	return Call{Script: scripts.Acquire, Keys: k, Args: a}
 }
 
@@ -272,7 +283,7 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), scripts.MaxAcquireBatch)
 	calls := make([]Call, len(groups))
 	for i, g := range groups {
-		k, a := s.cfg.consts.AcquireMany(s.cfg.ks, g)
+		k, a := s.cfg.consts.AcquireManyTo(s.cfg.ks, g, s.inboxAddress(g.Reqs[0].ID))
 		calls[i] = Call{Script: scripts.AcquireMany, Keys: k, Args: a}
 	}
 	res, acks, err := s.runBatch(ctx, calls)

@@ -54,10 +54,18 @@ func GroupAcquires(reqs []backend.AcquireRequest, bySlot bool, limit int) []*Acq
 	return groups
 }
 
-// AcquireMany returns the KEYS and ARGV of one AcquireMany call for g.
+// AcquireMany returns the KEYS and ARGV of one AcquireMany call for g, for
+// requesters with no inbox.
 func (c Consts) AcquireMany(ks keys.Keyspace, g *AcquireGroup) (keys, args []string) {
+	return c.AcquireManyTo(ks, g, "")
+}
+
+// AcquireManyTo returns the KEYS and ARGV of one AcquireMany call for g,
+// whose requesters' wake-ups go to inbox while they are queued (see
+// InboxAddress; "" for each id's channel).
+func (c Consts) AcquireManyTo(ks keys.Keyspace, g *AcquireGroup, inbox string) (keys, args []string) {
 	keys = make([]string, 0, 5*len(g.Reqs))
-	args = make([]string, 0, 4+5*len(g.Reqs))
+	args = make([]string, 0, 5+5*len(g.Reqs))
 	args = append(args, c.maxWaiters, c.purgeLimit, c.pub, c.tracking)
 	for _, r := range g.Reqs {
 		k := ks.For(r.ID)
@@ -67,6 +75,9 @@ func (c Consts) AcquireMany(ks keys.Keyspace, g *AcquireGroup) (keys, args []str
 			wait, wttl = "1", Millis(r.WaiterTTL)
 		}
 		args = append(args, r.Token, Millis(r.TTL), wait, wttl, k.Channel)
+	}
+	if inbox != "" {
+		args = append(args, inbox)
 	}
 	return keys, args
 }

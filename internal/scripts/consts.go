@@ -36,14 +36,22 @@ func NewConsts(maxWaiters, purgeLimit int, pub Publish, tracking bool) Consts {
 	}
 }
 
-// Acquire returns the KEYS and ARGV of acquire.
+// Acquire returns the KEYS and ARGV of acquire, for a requester with no
+// inbox (its wake-ups go to the id's channel).
 func (c Consts) Acquire(k keys.ID, req backend.AcquireRequest) (keys, args []string) {
+	return c.AcquireTo(k, req, "")
+}
+
+// AcquireTo returns the KEYS and ARGV of acquire for a requester whose
+// wake-ups go to inbox while it is queued (see InboxAddress; "" for the
+// id's channel).
+func (c Consts) AcquireTo(k keys.ID, req backend.AcquireRequest, inbox string) (keys, args []string) {
 	wait, wttl := "0", "0"
 	if req.Wait {
 		wait, wttl = "1", Millis(req.WaiterTTL)
 	}
 	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters},
-		[]string{req.Token, Millis(req.TTL), wait, wttl, c.maxWaiters, c.purgeLimit, k.Channel, c.pub, c.tracking}
+		[]string{req.Token, Millis(req.TTL), wait, wttl, c.maxWaiters, c.purgeLimit, k.Channel, c.pub, c.tracking, inbox}
 }
 
 // Release returns the KEYS and ARGV of release.

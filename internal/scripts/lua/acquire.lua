@@ -16,6 +16,8 @@
 -- ARGV[8] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
 -- ARGV[9] tracking: "1" reads the lock key again after writing it (for a
 --         client-side-caching connection), "0" or absent does not
+-- ARGV[10] the requester's inbox, where its wake-ups go while it is
+--         queued: "" or absent for the id's channel (see inbox_arg)
 --
 -- Reply: {acquired, fence, ttl, holder_ttl, queued, ticket, head}, all
 -- integers (0/1 for the flags, ms for the TTLs; holder_ttl is at least 1 when
@@ -38,8 +40,10 @@ local limit, channel, publish = wake_args(6)
 if not limit then return channel end -- the LOCKBADARG reply
 local tracking = flag(9)
 if tracking == nil then return bad_arg('tracking', 'must be 0 or 1') end
+local inbox, why = inbox_arg(10)
+if not inbox then return bad_arg('inbox', why) end
 
 local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], token, ttl, wait == '1', wttl,
-  max_waiters, limit, channel, publish, tracking)
+  max_waiters, limit, channel, publish, tracking, inbox)
 if not r then return fail('LOCKQUEUEFULL', 'the queue has ' .. full .. ' waiters') end
 return r

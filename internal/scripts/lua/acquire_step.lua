@@ -5,7 +5,8 @@
 -- Keys of the id: lock (string: the owner token; its TTL is the lease),
 -- q (zset: waiter token -> ticket), d (zset: waiter token -> deadline, ms
 -- of the server's clock), n (hash: the last fence, see next_fence), w
--- (hash: the waiter records, see waiter_put).
+-- (hash: the waiter records, see waiter_put; inbox is the requester's,
+-- see inbox_arg).
 -- The arguments are validated by the caller.
 --
 -- tracking: read the lock key again after writing it. A client-side-
@@ -27,7 +28,7 @@ local function next_ticket(q, us)
   return us
 end
 
-local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiters, limit, channel, publish, tracking)
+local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiters, limit, channel, publish, tracking, inbox)
   -- Fast path: no queue key (no waiter, live or dead) and a free lock.
   -- This is the whole uncontended case: EXISTS, SET NX PX, TIME, HGET,
   -- HSET.
@@ -82,7 +83,7 @@ local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiter
     -- The next waiter is the head now: tell it when this lease ends, as
     -- the lease may end without a release.
     local next = mine and head_of(q)
-    if next then wake(publish, channel, next, ttl) end
+    if next then wake(publish, channel, w, next, ttl) end
     return {1, fence, ttl, 0, 0, 0, 0}
   end
 
@@ -101,14 +102,14 @@ local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiter
       if not head then head = token end
     end
     redis.call('ZADD', d, now + wttl, token)
-    waiter_put(w, token, ttl)
+    waiter_put(w, token, ttl, inbox)
     keep_queue(q, d, w, QUEUE_TTL_FACTOR * wttl)
   end
 
   -- The purge removed the head: wake the new head, or, while the lock is
   -- held, tell it when the lease ends.
   if head and head ~= head_before and head ~= token then
-    wake(publish, channel, head, holder and held_ttl)
+    wake(publish, channel, w, head, holder and held_ttl)
   end
 
   local queued, ticket = 0, 0

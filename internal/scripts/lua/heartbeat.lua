@@ -53,8 +53,8 @@ if free and head then
   for i = 5, #ARGV do
     if out[i - 4] == 1 and ARGV[i] == head then out[i - 4] = 3 end
   end
-  wake(publish, channel, head)
+  wake(publish, channel, w, head)
 elseif head and head ~= head_before then
-  wake(publish, channel, head, holder_ttl(lock))
+  wake(publish, channel, w, head, holder_ttl(lock))
 end
 return out

@@ -31,9 +31,9 @@ purge(q, d, w, now_ms(), limit)
 local head = head_of(q)
 if not holder then
   if head and (released == 1 or head ~= head_before) then
-    wake(publish, channel, head)
+    wake(publish, channel, w, head)
   end
 elseif head and head ~= head_before then
-  wake(publish, channel, head, holder_ttl(lock))
+  wake(publish, channel, w, head, holder_ttl(lock))
 end
 return {left, released}

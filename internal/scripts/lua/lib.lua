@@ -79,16 +79,6 @@ local function wake_args(i)
   return limit, channel, publish
 end
 
--- wake publishes a wake-up for the waiter head on channel. Its payload is
--- the head's token after a colon: ":<token>" asks the head to re-check now.
--- With holder_ttl (ms), "<holder_ttl>:<token>" tells it that it became the
--- head while the lock is held, and when the lease ends.
-local function wake(publish, channel, head, holder_ttl)
-  local ttl = ''
-  if holder_ttl then ttl = int(holder_ttl) end
-  redis.call(publish, channel, ttl .. ':' .. head)
-end
-
 -- holder_ttl returns the remaining TTL of the held lock key, in ms: at
 -- least 1, as PTTL is 0 in the last millisecond of a lease.
 local function holder_ttl(lock)
@@ -136,6 +126,64 @@ local function unqueue(q, d, w, token)
   return n
 end
 
+-- INBOX_TTL is how long, in ms, an inbox key lives after a script's last
+-- write to it: what a process that stopped reading its inbox leaves.
+local INBOX_TTL = 60000
+
+-- inbox_arg returns ARGV[i] as the inbox of a waiter that queues: "" (or
+-- no argument) for none, or its kind ("P" PUBLISH, "S" SPUBLISH, "K"
+-- RPUSH to a key) and its name (see send). Otherwise nil and the reason.
+local function inbox_arg(i)
+  local v = ARGV[i]
+  if v == nil or v == '' then return '' end
+  local kind = string.sub(v, 1, 1)
+  if #v < 2 or #v > 1024 or not string.find('PSK', kind, 1, true) then
+    return nil, 'must be empty, or P, S or K and a name of at most 1023 bytes'
+  end
+  if kind == 'S' and (tonumber(redis.REDIS_VERSION_NUM) or 0) < 0x070000 then
+    return nil, 'SPUBLISH needs Redis 7.0 or newer'
+  end
+  return v
+end
+
+-- send delivers payload, a wake-up of the waiter head, where head's
+-- record says its process listens: to its inbox, as "<n>:<tag><payload>"
+-- (tag: the hash tag of the id's keys, n its length), by PUBLISH or
+-- SPUBLISH of the inbox channel, or by RPUSH to the inbox key. With no
+-- inbox (a waiter of an older version or of another client), or when the
+-- inbox refuses (a key of another type), it publishes payload on the id's
+-- channel instead.
+local function send(publish, channel, w, head, payload)
+  local _, inbox = waiter_get(w, head)
+  local tag = string.match(channel, '{([^}]*)}')
+  if inbox and #inbox > 1 and tag then
+    local kind, name = string.sub(inbox, 1, 1), string.sub(inbox, 2)
+    local msg = #tag .. ':' .. tag .. payload
+    local r
+    if kind == 'K' then
+      r = redis.pcall('RPUSH', name, msg)
+      if type(r) == 'number' then
+        redis.call('PEXPIRE', name, INBOX_TTL)
+        return
+      end
+    elseif kind == 'P' or kind == 'S' then
+      r = redis.pcall(kind == 'P' and 'PUBLISH' or 'SPUBLISH', name, msg)
+      if type(r) == 'number' then return end
+    end
+  end
+  redis.call(publish, channel, payload)
+end
+
+-- wake sends a wake-up for the waiter head (see send). Its payload is the
+-- head's token after a colon: ":<token>" asks the head to re-check now.
+-- With holder_ttl (ms), "<holder_ttl>:<token>" tells it that it became the
+-- head while the lock is held, and when the lease ends.
+local function wake(publish, channel, w, head, holder_ttl)
+  local ttl = ''
+  if holder_ttl then ttl = int(holder_ttl) end
+  send(publish, channel, w, head, ttl .. ':' .. head)
+end
+
 -- purge removes the waiters whose deadline has passed (deadline <= now),
 -- at most limit of them, from both sets and the records, and returns how
 -- many it removed.
@@ -158,7 +206,7 @@ local QUEUE_TTL_FACTOR = 3
 local function wake_live_head(q, d, w, limit, publish, channel)
   purge(q, d, w, now_ms(), limit)
   local head = head_of(q)
-  if head then wake(publish, channel, head) end
+  if head then wake(publish, channel, w, head) end
 end
 
 -- keep_queue makes the queue keys (q, d and the records w) live at least
