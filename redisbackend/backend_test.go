@@ -92,7 +92,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 	b, _ := e.backend(nil)
 	other, _ := e.backend(nil)
 	w := newWakes()
-	cancel, err := b.Subscribe(ctx, "q", w.fn)
+	cancel, err := other.Subscribe(ctx, "q", w.fn) // the waiters' process
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Only the head is woken: B, then the test's marker.
-	e.raw.Publish(ctx, b.keyNames("q").Channel, "marker")
+	e.raw.Publish(ctx, other.Inbox("q"), inboxMsg("q", "marker"))
 	if got := w.until(t, "marker"); len(got) != 1 || got[0] != (backend.Wake{ID: "q", Token: "B"}) {
 		t.Fatalf("wake-ups after release = %+v, want only {q B}", got)
 	}
