@@ -173,7 +173,7 @@ func New(opts Options) (*Backend, error) {
 		if err == nil {
 			b.client, b.owned, b.mode = client, true, Tracking
 			b.bind()
-			b.track.start(func(ctx context.Context) error { return pingNodes(ctx, client) }, b.steps.DrainInboxes)
+			b.track.start(func(ctx context.Context) error { return pingNodes(ctx, client) }, b.drain)
 			return b, nil
 		}
 		if !errors.Is(err, rueidis.ErrNoCache) {
@@ -319,7 +319,48 @@ func (b *Backend) bind() {
 	if b.mode == Tracking {
 		b.cfg = b.cfg.WithTracking()
 	}
-	b.steps = redisstep.New(b.cfg, commands{b.client}, r, redisstep.Hooks{ResendBroken: true, OnWrite: b.ownWrite})
+	b.steps = redisstep.New(b.cfg, commands{b.client}, r, redisstep.Hooks{ResendBroken: true})
+}
+
+// drainBatch is the most messages one LPOP of a drain takes from an inbox
+// key; a key that had more is drained again at once.
+const drainBatch = 1000
+
+// drain takes the messages of inbox keys (Tracking mode): LPOP with a
+// count (Redis 6.2 or newer), one per key, in one round trip. It is one
+// plain command of the tracking connection, so NOLOOP keeps its write from
+// coming back as an invalidation (a script's write would come back: Redis
+// does not apply NOLOOP to them in broadcasting mode).
+func (b *Backend) drain(ctx context.Context, inboxes []string) ([][]string, error) {
+	out := make([][]string, len(inboxes))
+	todo := make([]int, len(inboxes))
+	for i := range todo {
+		todo[i] = i
+	}
+	var first error
+	for len(todo) > 0 {
+		cmds := make(rueidis.Commands, len(todo))
+		for j, i := range todo {
+			cmds[j] = b.client.B().Lpop().Key(inboxes[i]).Count(drainBatch).Build()
+		}
+		var again []int
+		for j, r := range b.client.DoMulti(ctx, cmds...) {
+			i := todo[j]
+			msgs, err := r.AsStrSlice()
+			if err != nil && !rueidis.IsRedisNil(err) {
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+			out[i] = append(out[i], msgs...)
+			if len(msgs) == drainBatch {
+				again = append(again, i)
+			}
+		}
+		todo = again
+	}
+	return out, first
 }
 
 // Mode reports how the Backend learns of released locks: Tracking or
@@ -373,16 +414,4 @@ func (b *Backend) Close() error {
 		b.client.Close()
 	}
 	return nil
-}
-
-// ownWrite tells this Backend's own waiters of id about a step of its own
-// that may have freed the lock or changed the head. Tracking mode only:
-// NOLOOP keeps the connection from hearing its own writes, and pub/sub
-// delivers the scripts' PUBLISH to every subscriber, this one included.
-// all wakes every local waiter: after a Leave the leaver may still be the
-// earliest one registered.
-func (b *Backend) ownWrite(id string, all bool) {
-	if b.track != nil {
-		b.inbox.Deliver(backend.Wake{ID: id, All: all})
-	}
 }

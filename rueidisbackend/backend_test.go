@@ -43,7 +43,7 @@ func TestNewOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if !slices.Equal(built.ClientTrackingOptions, []string{"NOLOOP"}) || built.PipelineMultiplex != -1 ||
+	if !slices.Equal(built.ClientTrackingOptions, trackingOptions(b.cfg.Keyspace().InboxBase(b.cfg.Process()))) || built.PipelineMultiplex != -1 ||
 		built.DisableAutoPipelining || built.AlwaysRESP2 || built.DisableCache || built.BlockingPipeline < 1<<30 {
 		t.Fatalf("the tracking client's option was not set up: tracking %v multiplex %d autopipelining off %v resp2 %v nocache %v blocking pipeline %d",
 			built.ClientTrackingOptions, built.PipelineMultiplex, built.DisableAutoPipelining, built.AlwaysRESP2, built.DisableCache, built.BlockingPipeline)
@@ -141,7 +141,7 @@ func TestNewFallsBackToPubSub(t *testing.T) {
 func TestPubSubSubscriptions(t *testing.T) {
 	e := newEnv(t)
 	b, c := e.backend(PubSub, nil)
-	ch := b.keyNames("s").Channel
+	ch := b.Inbox("s")
 	numsub := func() int64 {
 		v, err := e.raw.Do(ctx, e.raw.B().PubsubNumsub().Channel(ch).Build()).ToArray()
 		if err != nil {

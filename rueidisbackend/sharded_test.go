@@ -18,7 +18,7 @@ func TestShardedOnOneServer(t *testing.T) {
 	e := newEnvAt(t, srv.Addr)
 	holder, _ := e.backend(Tracking, &Options{ShardedPubSub: true})
 	waiter, _ := e.backend(PubSub, &Options{ShardedPubSub: true})
-	ch := waiter.keyNames("h").Channel
+	ch := waiter.Inbox("h")
 	w := newWakes()
 	cancel, err := waiter.Subscribe(ctx, "h", w.fn)
 	if err != nil {
