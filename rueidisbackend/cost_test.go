@@ -108,12 +108,12 @@ func TestCommandCounts(t *testing.T) {
 			}
 			wCmds, _, wNames := wc.take()
 			hCmds, _, hNames := hc.take()
-			want := 3 // enqueue, release, grant
+			cmds := 3 // enqueue, release, grant
 			if mode == Tracking {
-				want = 4 // and the drain of the waiter's inbox key
+				cmds = 4 // and the drain of the waiter's inbox key
 			}
-			if wCmds+hCmds != want {
-				t.Fatalf("contended hand-off cost %d commands (waiter: %s; holder: %s), want %d", wCmds+hCmds, wNames, hNames, want)
+			if wCmds+hCmds != cmds {
+				t.Fatalf("contended hand-off cost %d commands (waiter: %s; holder: %s), want %d", wCmds+hCmds, wNames, hNames, cmds)
 			}
 
 			// Extend and Leave: 1 each.
