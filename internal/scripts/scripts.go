@@ -36,8 +36,6 @@
 //   - leave: remove the token's entry, release the lock if the token holds
 //     it, purge, and wake the new head when the lock is free and the head
 //     changed or the lock was released.
-//   - drain: take (and delete) every message of an inbox key, for the
-//     process it belongs to.
 //   - heartbeat: purge, refresh the deadlines of the listed waiters of one
 //     id that are still queued, report queued/ready, wake the head when the
 //     lock is free.
@@ -82,12 +80,11 @@ var (
 	Extend    = load("extend")
 	Leave     = load("leave")
 	Heartbeat = load("heartbeat")
-	Drain     = load("drain")
 )
 
 // All returns every script, e.g. to SCRIPT LOAD them up front.
 func All() []Script {
-	return []Script{Acquire, Release, Extend, Leave, Heartbeat, AcquireMany, Drain}
+	return []Script{Acquire, Release, Extend, Leave, Heartbeat, AcquireMany}
 }
 
 // load returns the script lua/<name>.lua, prefixed by lib.lua and by the
