@@ -486,6 +486,70 @@ func writeResults(dir string, res *Results) error {
 	return writeCharts(dir, res)
 }
 
+// metric is one named figure of a CSV row.
+type metric struct {
+	name string
+	v    float64
+}
+
+// csvRow is one result as the CSV lists it: a row with an error is left
+// out.
+type csvRow struct {
+	scenario, lib, err string
+	metrics            []metric
+}
+
+// csvRows returns the results of every scenario, in the CSV's order.
+func csvRows(res *Results) []csvRow {
+	f := res.Floor
+	rows := []csvRow{{"floor", "redis", "", []metric{
+		{"ping_us", f.PingUs}, {"ping_start_us", f.PingStartUs}, {"ping_end_us", f.PingEndUs},
+		{"ping_rueidis_us", f.RueidisPingUs}, {"cycle_floor_per_s", f.CycleFloor},
+	}}}
+	for _, u := range res.Uncontended {
+		rows = append(rows, csvRow{"uncontended", u.Lib, u.Err, []metric{
+			{"cycles_per_s", u.PerSec}, {"x_floor", u.XFloor},
+			{"client_cmds_per_cycle", u.ClientCmds}, {"server_cmds_per_cycle", u.ServerCmds},
+			{"server_cpu_us_per_cycle", u.ServerCPUUs}, {"client_cpu_us_per_cycle", u.ClientCPUUs},
+			{"allocs_per_cycle", u.AllocsPerOp}, {"bytes_per_cycle", u.BytesPerOp},
+		}})
+	}
+	for _, c := range res.Contended {
+		s := "contended_hold_" + strconv.FormatFloat(c.HoldMs, 'g', -1, 64) + "ms"
+		if c.Procs != c.Workers {
+			s += fmt.Sprintf("_%dproc", c.Procs)
+		}
+		rows = append(rows, csvRow{s, c.Lib, c.Err, []metric{
+			{"acq_per_s", c.PerSec}, {"x_floor", c.XFloor},
+			{"wait_p50_ms", c.WaitP50Ms}, {"wait_p99_ms", c.WaitP99Ms}, {"wait_max_ms", c.WaitMaxMs},
+			{"handoff_p50_us", c.HandoffP50Us}, {"handoff_p99_us", c.HandoffP99Us},
+			{"min_per_worker", float64(c.MinPerWorker)}, {"max_per_worker", float64(c.MaxPerWorker)},
+			{"fairness_min_over_max", c.Fairness},
+			{"client_cmds_per_acq", c.ClientCmds}, {"server_cmds_per_acq", c.ServerCmds},
+			{"server_cpu_us_per_acq", c.ServerCPUUs}, {"gave_ups", float64(c.GaveUps)},
+		}})
+	}
+	for _, i := range res.Idle {
+		rows = append(rows, csvRow{fmt.Sprintf("idle_%dprocs", i.Procs), i.Lib, i.Err, []metric{
+			{"client_cmds_per_s_per_waiter", i.ClientCmdsPerSec},
+			{"server_cmds_per_s_per_waiter", i.ServerCmdsPerSec},
+			{"server_cpu_us_per_s_per_waiter", i.ServerCPUUsPerS},
+		}})
+	}
+	for _, m := range res.Many {
+		rows = append(rows, csvRow{"acquiremany", m.Lib, m.Err, []metric{
+			{"n", float64(m.N)}, {"many_s", m.ManySeconds}, {"loop_s", m.LoopSeconds}, {"loop_over_many", m.Ratio},
+		}})
+	}
+	for _, bl := range res.BytesLeft {
+		rows = append(rows, csvRow{"bytesleft", bl.Lib, bl.Err, []metric{
+			{"n", float64(bl.N)}, {"keys_per_id", bl.KeysPerID}, {"bytes_per_id", bl.BytesPerID},
+			{"bound_s", bl.BoundSeconds}, {"bytes_per_id_after_bound", bl.BytesAfterBound},
+		}})
+	}
+	return rows
+}
+
 // writeCSV writes one row per scenario, library and metric.
 func writeCSV(path string, res *Results) error {
 	f, err := os.Create(path)
@@ -495,80 +559,13 @@ func writeCSV(path string, res *Results) error {
 	defer f.Close()
 	w := csv.NewWriter(f)
 	_ = w.Write([]string{"scenario", "library", "metric", "value"})
-	put := func(scenario, lib, metric string, v float64) {
-		_ = w.Write([]string{scenario, lib, metric, strconv.FormatFloat(v, 'g', 6, 64)})
-	}
-	put("floor", "redis", "ping_us", res.Floor.PingUs)
-	put("floor", "redis", "ping_start_us", res.Floor.PingStartUs)
-	put("floor", "redis", "ping_end_us", res.Floor.PingEndUs)
-	put("floor", "redis", "ping_rueidis_us", res.Floor.RueidisPingUs)
-	put("floor", "redis", "cycle_floor_per_s", res.Floor.CycleFloor)
-	for _, u := range res.Uncontended {
-		if u.Err != "" {
+	for _, r := range csvRows(res) {
+		if r.err != "" {
 			continue
 		}
-		s := "uncontended"
-		put(s, u.Lib, "cycles_per_s", u.PerSec)
-		put(s, u.Lib, "x_floor", u.XFloor)
-		put(s, u.Lib, "client_cmds_per_cycle", u.ClientCmds)
-		put(s, u.Lib, "server_cmds_per_cycle", u.ServerCmds)
-		put(s, u.Lib, "server_cpu_us_per_cycle", u.ServerCPUUs)
-		put(s, u.Lib, "client_cpu_us_per_cycle", u.ClientCPUUs)
-		put(s, u.Lib, "allocs_per_cycle", u.AllocsPerOp)
-		put(s, u.Lib, "bytes_per_cycle", u.BytesPerOp)
-	}
-	for _, c := range res.Contended {
-		if c.Err != "" {
-			continue
+		for _, m := range r.metrics {
+			_ = w.Write([]string{r.scenario, r.lib, m.name, strconv.FormatFloat(m.v, 'g', 6, 64)})
 		}
-		s := "contended_hold_" + strconv.FormatFloat(c.HoldMs, 'g', -1, 64) + "ms"
-		if c.Procs != c.Workers {
-			s += fmt.Sprintf("_%dproc", c.Procs)
-		}
-		put(s, c.Lib, "acq_per_s", c.PerSec)
-		put(s, c.Lib, "x_floor", c.XFloor)
-		put(s, c.Lib, "wait_p50_ms", c.WaitP50Ms)
-		put(s, c.Lib, "wait_p99_ms", c.WaitP99Ms)
-		put(s, c.Lib, "wait_max_ms", c.WaitMaxMs)
-		put(s, c.Lib, "handoff_p50_us", c.HandoffP50Us)
-		put(s, c.Lib, "handoff_p99_us", c.HandoffP99Us)
-		put(s, c.Lib, "min_per_worker", float64(c.MinPerWorker))
-		put(s, c.Lib, "max_per_worker", float64(c.MaxPerWorker))
-		put(s, c.Lib, "fairness_min_over_max", c.Fairness)
-		put(s, c.Lib, "client_cmds_per_acq", c.ClientCmds)
-		put(s, c.Lib, "server_cmds_per_acq", c.ServerCmds)
-		put(s, c.Lib, "server_cpu_us_per_acq", c.ServerCPUUs)
-		put(s, c.Lib, "gave_ups", float64(c.GaveUps))
-	}
-	for _, i := range res.Idle {
-		if i.Err != "" {
-			continue
-		}
-		s := fmt.Sprintf("idle_%dprocs", i.Procs)
-		put(s, i.Lib, "client_cmds_per_s_per_waiter", i.ClientCmdsPerSec)
-		put(s, i.Lib, "server_cmds_per_s_per_waiter", i.ServerCmdsPerSec)
-		put(s, i.Lib, "server_cpu_us_per_s_per_waiter", i.ServerCPUUsPerS)
-	}
-	for _, m := range res.Many {
-		if m.Err != "" {
-			continue
-		}
-		s := "acquiremany"
-		put(s, m.Lib, "n", float64(m.N))
-		put(s, m.Lib, "many_s", m.ManySeconds)
-		put(s, m.Lib, "loop_s", m.LoopSeconds)
-		put(s, m.Lib, "loop_over_many", m.Ratio)
-	}
-	for _, bl := range res.BytesLeft {
-		if bl.Err != "" {
-			continue
-		}
-		s := "bytesleft"
-		put(s, bl.Lib, "n", float64(bl.N))
-		put(s, bl.Lib, "keys_per_id", bl.KeysPerID)
-		put(s, bl.Lib, "bytes_per_id", bl.BytesPerID)
-		put(s, bl.Lib, "bound_s", bl.BoundSeconds)
-		put(s, bl.Lib, "bytes_per_id_after_bound", bl.BytesAfterBound)
 	}
 	w.Flush()
 	return w.Error()

@@ -14,8 +14,10 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/rediscluster"
+	"github.com/redislocker/lock/internal/redisharness"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -222,7 +224,7 @@ func testSlotMigration(t *testing.T, c *rediscluster.Cluster, newBackend func(*t
 		for id, g := range guards {
 			base[id] = g.count()
 		}
-		eventually(t, what, func() bool {
+		adaptertest.Eventually(t, what, func() bool {
 			for id, g := range guards {
 				if g.count() < base[id]+n {
 					return false
@@ -256,7 +258,7 @@ func testSlotMigration(t *testing.T, c *rediscluster.Cluster, newBackend func(*t
 		}
 		g := guards[ids[0]]
 		g.enter(res.Lease.Fence())
-		eventually(t, "every other process queued behind the anchor", func() bool {
+		adaptertest.Eventually(t, "every other process queued behind the anchor", func() bool {
 			return e.raw.ZCard(ctx, ks.For(ids[0]).Queue).Val() >= procs-1
 		})
 		done := make(chan struct{})
@@ -361,8 +363,7 @@ func testSlotMigration(t *testing.T, c *rediscluster.Cluster, newBackend func(*t
 	if timeouts.Load() > 0 {
 		t.Errorf("%d waits ended at the queue timeout", timeouts.Load())
 	}
-	h := &goRedisHarness{ks: ks, raw: e.raw}
 	for _, id := range ids {
-		eventually(t, "nothing but the counters is left of "+id, func() bool { return len(h.StateLeft(t, id)) == 0 })
+		adaptertest.Eventually(t, "nothing but the counters is left of "+id, func() bool { return len(redisharness.StateLeft(t, e.raw, ks, id)) == 0 })
 	}
 }

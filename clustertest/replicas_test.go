@@ -13,9 +13,11 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/faultproxy"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/rediscluster"
+	"github.com/redislocker/lock/internal/redisharness"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -44,27 +46,11 @@ var waitAdapters = []waitAdapter{
 			} else {
 				client = redis.NewClient(&redis.Options{Addr: master})
 			}
-			b, err := redisbackend.New(client, &redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = b.Close()
-				client.Close()
-			})
-			return b
+			return redisharness.GoRedisBackend(t, client, &redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
 		},
 		cluster: func(t *testing.T, addrs []string, prefix string, replicas int) backend.Backend {
 			client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-			b, err := redisbackend.New(client, &redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = b.Close()
-				client.Close()
-			})
-			return b
+			return redisharness.GoRedisBackend(t, client, &redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
 		},
 	},
 	{
@@ -75,20 +61,10 @@ var waitAdapters = []waitAdapter{
 			if len(sentinels) > 0 {
 				co = rueidis.ClientOption{InitAddress: sentinels, Sentinel: rueidis.SentinelOption{MasterSet: rediscluster.MasterName}}
 			}
-			b, err := rueidisbackend.New(rueidisbackend.Options{ClientOption: co, Prefix: prefix, WaitReplicas: replicas})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = b.Close() })
-			return b
+			return redisharness.RueidisBackend(t, rueidisbackend.Options{ClientOption: co, Prefix: prefix, WaitReplicas: replicas})
 		},
 		cluster: func(t *testing.T, addrs []string, prefix string, replicas int) backend.Backend {
-			b, err := rueidisbackend.New(rueidisbackend.Options{ClientOption: rueidis.ClientOption{InitAddress: addrs}, Prefix: prefix, WaitReplicas: replicas})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = b.Close() })
-			return b
+			return redisharness.RueidisBackend(t, rueidisbackend.Options{ClientOption: rueidis.ClientOption{InitAddress: addrs}, Prefix: prefix, WaitReplicas: replicas})
 		},
 	},
 }
@@ -347,11 +323,11 @@ func TestSentinel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := (&rediscluster.Cluster{}).Do(ctx, r.Sentinels[0].Addr, "SENTINEL", "FAILOVER", rediscluster.MasterName); err != nil {
+			if err := r.Failover(ctx); err != nil {
 				t.Fatal(err)
 			}
 			var promoted string
-			eventually(t, "the Sentinels promote the replica", func() bool {
+			adaptertest.Eventually(t, "the Sentinels promote the replica", func() bool {
 				promoted, err = r.SentinelMaster(ctx)
 				return err == nil && promoted != old
 			})
@@ -366,14 +342,14 @@ func TestSentinel(t *testing.T) {
 				t.Fatal(err)
 			}
 			var try lock.Result
-			eventually(t, "a TryAcquire answers on the new master", func() bool {
+			adaptertest.Eventually(t, "a TryAcquire answers on the new master", func() bool {
 				try, err = holder.TryAcquire(ctx, "x", time.Minute)
 				return err == nil
 			})
 			if try.Acquired {
 				t.Fatalf("after the failover the id was granted again: %+v", try)
 			}
-			eventually(t, "the holder extends its lease on the new master", func() bool {
+			adaptertest.Eventually(t, "the holder extends its lease on the new master", func() bool {
 				return w.Lease.Extend(ctx, time.Minute) == nil
 			})
 			if err := w.Lease.Release(ctx); err != nil {
@@ -433,16 +409,16 @@ func TestFailoverRisk(t *testing.T) {
 				}
 				// The Sentinels may have started a failover of their own
 				// (the master is down): INPROG is as good.
-				if _, err := (&rediscluster.Cluster{}).Do(ctx, r.Sentinels[0].Addr, "SENTINEL", "FAILOVER", rediscluster.MasterName); err != nil && !strings.Contains(err.Error(), "INPROG") {
+				if err := r.Failover(ctx); err != nil {
 					t.Fatal(err)
 				}
-				eventually(t, "the Sentinels promote the replica", func() bool {
+				adaptertest.Eventually(t, "the Sentinels promote the replica", func() bool {
 					m, err := r.SentinelMaster(ctx)
 					return err == nil && m == replica
 				})
 				second := a.single(t, "", r.SentinelAddrs(), ks.Prefix(), 0)
 				var g2 backend.Grant
-				eventually(t, "the new master answers", func() bool {
+				adaptertest.Eventually(t, "the new master answers", func() bool {
 					g2, err = second.Acquire(ctx, req("x", "SECOND"))
 					return err == nil
 				})
@@ -465,5 +441,5 @@ func eventuallyQueued(t *testing.T, addr, key string, n int64) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	eventually(t, fmt.Sprintf("%d waiter(s) queued", n), func() bool { return c.ZCard(ctx, key).Val() >= n })
+	adaptertest.Eventually(t, fmt.Sprintf("%d waiter(s) queued", n), func() bool { return c.ZCard(ctx, key).Val() >= n })
 }

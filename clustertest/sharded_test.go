@@ -12,8 +12,10 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/rediscluster"
+	"github.com/redislocker/lock/internal/redisharness"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -119,81 +121,6 @@ func uniqueName(t *testing.T) string {
 	return "clustertest-" + hex.EncodeToString(b[:])
 }
 
-// wakes collects the wake-ups of one subscriber.
-type wakes struct{ ch chan backend.Wake }
-
-func newWakes() *wakes { return &wakes{ch: make(chan backend.Wake, 1000)} }
-
-func (w *wakes) fn(x backend.Wake) {
-	select {
-	case w.ch <- x:
-	default:
-		panic("test wake buffer full")
-	}
-}
-
-func (w *wakes) next(t *testing.T) backend.Wake {
-	t.Helper()
-	select {
-	case x := <-w.ch:
-		return x
-	case <-time.After(10 * time.Second):
-		t.Fatal("no wake-up within 10s")
-		return backend.Wake{}
-	}
-}
-
-// nextMatching returns the first wake-up that satisfies ok, skipping
-// others (e.g. a Wake{All} of a reconnect that raced the test's step).
-func (w *wakes) nextMatching(t *testing.T, what string, ok func(backend.Wake) bool) backend.Wake {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case x := <-w.ch:
-			if ok(x) {
-				return x
-			}
-		case <-deadline:
-			t.Fatalf("no %s within 10s", what)
-			return backend.Wake{}
-		}
-	}
-}
-
-// until calls check until it returns "", failing with its last answer
-// after a deadline.
-func until(t *testing.T, check func() string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		why := check()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s", why)
-		}
-		<-tick.C
-	}
-}
-
-// eventually waits for cond, failing with msg after a deadline.
-func eventually(t *testing.T, msg string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s", msg)
-		}
-		<-tick.C
-	}
-}
-
 // shardedBackends are the two sharded listeners: redisbackend on a cluster
 // client, rueidisbackend in PubSub mode. Each returns a Backend whose
 // connections carry name, under prefix.
@@ -203,27 +130,14 @@ var shardedBackends = []struct {
 }{
 	{"go-redis", func(t *testing.T, addrs []string, name, prefix string) backend.Backend {
 		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ClientName: name})
-		b, err := redisbackend.New(client, &redisbackend.Options{Prefix: prefix, ShardedPubSub: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = b.Close()
-			client.Close()
-		})
-		return b
+		return redisharness.GoRedisBackend(t, client, &redisbackend.Options{Prefix: prefix, ShardedPubSub: true})
 	}},
 	{"rueidis", func(t *testing.T, addrs []string, name, prefix string) backend.Backend {
-		b, err := rueidisbackend.New(rueidisbackend.Options{
+		return redisharness.RueidisBackend(t, rueidisbackend.Options{
 			ClientOption:  rueidis.ClientOption{InitAddress: addrs, ClientName: name, DisableCache: true},
 			Prefix:        prefix,
 			ShardedPubSub: true,
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = b.Close() })
-		return b
 	}},
 }
 
@@ -240,12 +154,12 @@ func TestShardedSubscriptions(t *testing.T) {
 			ks, _ := keys.New(prefix(t))
 			b := sb.make(t, e.c.Addrs(), name, ks.Prefix())
 			byMaster := e.idsPerMaster(3)
-			w := map[string]*wakes{}
+			w := map[string]*adaptertest.Wakes{}
 			var cancels []func()
 			for _, ids := range byMaster {
 				for _, id := range ids {
-					w[id] = newWakes()
-					cancel, err := b.Subscribe(ctx, id, w[id].fn)
+					w[id] = adaptertest.NewWakes()
+					cancel, err := b.Subscribe(ctx, id, w[id].Fn)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -253,7 +167,7 @@ func TestShardedSubscriptions(t *testing.T) {
 					if n := e.raw.SPublish(ctx, ks.Channel(id), "T-"+id).Val(); n != 1 {
 						t.Fatalf("SPUBLISH right after Subscribe(%s) reached %d subscribers, want 1", id, n)
 					}
-					if x := w[id].next(t); x != (backend.Wake{ID: id, Token: "T-" + id}) {
+					if x := w[id].Next(t); x != (backend.Wake{ID: id, Token: "T-" + id}) {
 						t.Fatalf("wake of %s = %+v", id, x)
 					}
 				}
@@ -279,18 +193,18 @@ func TestShardedSubscriptions(t *testing.T) {
 			}
 			killed := time.Now()
 			for id := range w {
-				w[id].nextMatching(t, "Wake{All} of "+id+" after the reconnect", func(x backend.Wake) bool { return x == backend.Wake{ID: id, All: true} })
+				w[id].NextMatching(t, "Wake{All} of "+id+" after the reconnect", func(x backend.Wake) bool { return x == backend.Wake{ID: id, All: true} })
 			}
 			t.Logf("every id re-checked %v after the kill", time.Since(killed))
 			for id := range w {
 				e.raw.SPublish(ctx, ks.Channel(id), "again")
-				w[id].nextMatching(t, "a wake-up of "+id+" after the reconnect", func(x backend.Wake) bool { return x.Token == "again" })
+				w[id].NextMatching(t, "a wake-up of "+id+" after the reconnect", func(x backend.Wake) bool { return x.Token == "again" })
 			}
 
 			for _, c := range cancels {
 				c()
 			}
-			eventually(t, "every shard channel is unsubscribed after the last cancel", func() bool {
+			adaptertest.Eventually(t, "every shard channel is unsubscribed after the last cancel", func() bool {
 				for _, lines := range e.clientsNamed(name) {
 					for _, l := range lines {
 						if n := field(l, "ssub"); n != "0" && n != "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -39,11 +40,11 @@ func TestTrackingOnCluster(t *testing.T) {
 	waiter := newBackend(name)
 	holder := newBackend(name + "-holder")
 	byMaster := e.idsPerMaster(2)
-	w := map[string]*wakes{}
+	w := map[string]*adaptertest.Wakes{}
 	for _, ids := range byMaster {
 		for _, id := range ids {
-			w[id] = newWakes()
-			if _, err := waiter.Subscribe(ctx, id, w[id].fn); err != nil {
+			w[id] = adaptertest.NewWakes()
+			if _, err := waiter.Subscribe(ctx, id, w[id].Fn); err != nil {
 				t.Fatal(err)
 			}
 			r := backend.AcquireRequest{ID: id, Token: "H", TTL: time.Minute}
@@ -70,7 +71,7 @@ func TestTrackingOnCluster(t *testing.T) {
 		}
 	}
 	ids := map[string]string{} // master -> client id of the waiter's connection
-	until(t, func() string {
+	adaptertest.Until(t, func() string {
 		if _, err := waiter.Heartbeat(ctx, all, time.Minute); err != nil {
 			t.Fatal(err)
 		}
@@ -111,9 +112,9 @@ func TestTrackingOnCluster(t *testing.T) {
 		if err := holder.Release(ctx, id, "H"); err != nil {
 			t.Fatal(err)
 		}
-		w[id].nextMatching(t, "Wake{ID} of "+id+" after its release", func(x backend.Wake) bool { return x == backend.Wake{ID: id} })
+		w[id].NextMatching(t, "Wake{ID} of "+id+" after its release", func(x backend.Wake) bool { return x == backend.Wake{ID: id} })
 		for other := range w {
-			for _, x := range drain(w[other]) {
+			for _, x := range w[other].Drain() {
 				if other != id && !x.All {
 					t.Fatalf("releasing %s woke %s: %+v", id, other, x)
 				}
@@ -126,25 +127,12 @@ func TestTrackingOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id := range w {
-		w[id].nextMatching(t, "Wake{All} of "+id+" after the lost connection", func(x backend.Wake) bool { return x == backend.Wake{ID: id, All: true} })
+		w[id].NextMatching(t, "Wake{All} of "+id+" after the lost connection", func(x backend.Wake) bool { return x == backend.Wake{ID: id, All: true} })
 	}
 	for _, ids := range byMaster {
 		for _, id := range ids {
 			_ = waiter.Leave(ctx, id, "W")
 			_ = holder.Release(ctx, id, "H")
-		}
-	}
-}
-
-// drain returns the wake-ups delivered so far.
-func drain(w *wakes) []backend.Wake {
-	var out []backend.Wake
-	for {
-		select {
-		case x := <-w.ch:
-			out = append(out, x)
-		default:
-			return out
 		}
 	}
 }

@@ -73,7 +73,7 @@ func newStepBreakage(h *brokenHarness, inner *memorybackend.Backend) backend.Bac
 	if !stepKinds[h.kind] {
 		return nil
 	}
-	return &stepBreakage{wrapped: wrapped{inner}, kind: h.kind, store: h.store, muted: h.muted, fences: h.fences, book: h.book}
+	return &stepBreakage{wrapped: wrapped{inner}, kind: h.kind, store: h.Store, muted: h.muted, fences: h.fences, book: h.book}
 }
 
 // note records the outcome of an Acquire step of req.

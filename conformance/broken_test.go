@@ -17,6 +17,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/conformance"
+	"github.com/redislocker/lock/internal/memharness"
 	"github.com/redislocker/lock/memorybackend"
 )
 
@@ -97,10 +98,11 @@ func TestBrokenBackend(t *testing.T) {
 }
 
 // brokenHarness makes backends on one memorybackend Store, each wrapped in
-// the named breakage (or not, for the control).
+// the named breakage (or not, for the control). It has every capability of
+// the embedded memharness.Harness, which states them.
 type brokenHarness struct {
+	*memharness.Harness
 	kind   string
-	store  *memorybackend.Store
 	fakes  *fakeGrants // double-grant's fake leases, shared like the store
 	jump   sync.Mutex  // serializes the steps of queue-jump's backends
 	muted  *muter      // leave-no-wake's muted ids
@@ -108,43 +110,22 @@ type brokenHarness struct {
 	book   *stepBook   // the grants and entries stepBreakage tracks
 }
 
-// The harness's limits, as memorybackend's own conformance harness has.
-const (
-	brokenMaxWaiters = 64
-	brokenPurgeLimit = 8
-)
-
-var (
-	_ conformance.Harness          = (*brokenHarness)(nil)
-	_ conformance.Expirer          = (*brokenHarness)(nil)
-	_ conformance.StateChecker     = (*brokenHarness)(nil)
-	_ conformance.Forgetter        = (*brokenHarness)(nil)
-	_ conformance.NotifierDropper  = (*brokenHarness)(nil)
-	_ conformance.SubscribeDelayer = (*brokenHarness)(nil)
-	_ conformance.Limiter          = (*brokenHarness)(nil)
-)
-
 func newBrokenHarness(kind string) *brokenHarness {
-	opts := &memorybackend.Options{MaxWaiters: brokenMaxWaiters, PurgeLimit: brokenPurgeLimit}
-	if kind == "no-waiter-cap" {
-		opts.MaxWaiters = 0 // the store's default, far above what Limits states
-	}
-	store, err := memorybackend.NewStore(opts)
-	if err != nil {
-		panic(err) // the options above are valid
-	}
+	// no-waiter-cap's store has the default cap, far above what Limits states.
+	mh := memharness.New(kind == "no-waiter-cap")
+	mh.Unwrap = memoryOf
 	return &brokenHarness{
-		kind:   kind,
-		store:  store,
-		fakes:  &fakeGrants{byKey: make(map[string]*fakeGrant)},
-		muted:  &muter{ids: make(map[string]int)},
-		fences: &idFences{byID: make(map[string]*idFence)},
-		book:   &stepBook{granted: make(map[string]bool), queued: make(map[string]backend.AcquireRequest)},
+		Harness: mh,
+		kind:    kind,
+		fakes:   &fakeGrants{byKey: make(map[string]*fakeGrant)},
+		muted:   &muter{ids: make(map[string]int)},
+		fences:  &idFences{byID: make(map[string]*idFence)},
+		book:    &stepBook{granted: make(map[string]bool), queued: make(map[string]backend.AcquireRequest)},
 	}
 }
 
 func (h *brokenHarness) NewBackend(t *testing.T) backend.Backend {
-	inner := h.store.NewBackend()
+	inner := h.Store.NewBackend()
 	if b := newStepBreakage(h, inner); b != nil {
 		return b
 	}
@@ -152,27 +133,23 @@ func (h *brokenHarness) NewBackend(t *testing.T) backend.Backend {
 	case controlName:
 		return inner
 	case "double-grant":
-		return &doubleGrant{wrapped: wrapped{inner}, fakes: h.fakes}
+		return batched{&doubleGrant{wrapped: wrapped{inner}, fakes: h.fakes}}
 	case "queue-jump":
-		return &queueJump{wrapped: wrapped{inner}, store: h.store, mu: &h.jump}
+		return batched{&queueJump{wrapped: wrapped{inner}, store: h.Store, mu: &h.jump}}
 	case "drop-wakeups":
-		return &dropWakeups{wrapped: wrapped{inner}}
+		return batched{&dropWakeups{wrapped: wrapped{inner}}}
 	case "repeat-fence":
-		return &repeatFence{wrapped: wrapped{inner}}
+		return batched{&repeatFence{wrapped: wrapped{inner}}}
 	}
 	t.Fatalf("unknown broken backend %q", h.kind)
 	return nil
 }
 
-// Limits states the store's limits (for no-waiter-cap, the limit the store
-// fails to enforce).
-func (h *brokenHarness) Limits() conformance.Limits {
-	return conformance.Limits{MaxWaiters: brokenMaxWaiters, PurgeLimit: brokenPurgeLimit}
-}
-
 // ForgetIdle drops id's idle entry; fence-forgotten forgets its counter.
+// Limits, from the embedded harness, states the store's limits (for
+// no-waiter-cap, the limit the store fails to enforce).
 func (h *brokenHarness) ForgetIdle(t *testing.T, id string) {
-	h.store.Forget(id)
+	h.Harness.ForgetIdle(t, id)
 	h.fences.forget(id)
 }
 
@@ -188,33 +165,15 @@ func memoryOf(t *testing.T, b backend.Backend) *memorybackend.Backend {
 	return nil
 }
 
-func (h *brokenHarness) DropNotifier(t *testing.T, b backend.Backend) {
-	memoryOf(t, b).DropNotifier()
-}
-
-func (h *brokenHarness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
-	memoryOf(t, b).DelaySubscriptions(d)
-}
-
+// ExpireNow ends id's lease in the store and double-grant's fake one.
 func (h *brokenHarness) ExpireNow(t *testing.T, id string) {
-	h.store.ExpireNow(id)
+	h.Harness.ExpireNow(t, id)
 	h.fakes.expire(id)
 }
 
-func (h *brokenHarness) StateLeft(t *testing.T, id string) []string {
-	var left []string
-	if tok, ok := h.store.Holder(id); ok {
-		left = append(left, "holder "+tok)
-	}
-	for _, w := range h.store.Waiters(id) {
-		left = append(left, "waiter "+w)
-	}
-	return left
-}
-
 // wrapped passes every step through to a memorybackend Backend. The
-// broken backends embed it and override the step they break, and implement
-// backend.Batcher with the core's fallbacks over themselves (batchOf).
+// broken backends embed it and override the step they break, and get
+// backend.Batcher with the core's fallbacks over themselves (batched).
 type wrapped struct {
 	inner *memorybackend.Backend
 }
@@ -256,6 +215,25 @@ func acquireBatch(ctx context.Context, b backend.Lock, reqs []backend.AcquireReq
 
 func leaveBatch(ctx context.Context, b backend.Queue, waiters []backend.Waiter) error {
 	return backend.LeaveBatch(ctx, struct{ backend.Queue }{b}, waiters)
+}
+
+// brokenBackend is a broken backend that wraps a memorybackend Backend.
+type brokenBackend interface {
+	backend.Backend
+	memory() *memorybackend.Backend
+}
+
+// batched gives a broken backend backend.Batcher through the core's
+// fallbacks over the broken backend itself, so that its breakage applies
+// to batched steps too.
+type batched struct{ brokenBackend }
+
+func (b batched) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	return acquireBatch(ctx, b.brokenBackend, reqs)
+}
+
+func (b batched) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
+	return leaveBatch(ctx, b.brokenBackend, waiters)
 }
 
 // ---------------------------------------------------------------------------
@@ -365,14 +343,6 @@ func (b *doubleGrant) Leave(ctx context.Context, id, token string) error {
 	return b.inner.Leave(ctx, id, token)
 }
 
-func (b *doubleGrant) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
-	return acquireBatch(ctx, b, reqs)
-}
-
-func (b *doubleGrant) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
-	return leaveBatch(ctx, b, waiters)
-}
-
 // ---------------------------------------------------------------------------
 // queue-jump: whoever asks while the lock is free gets it, whatever the
 // queue says, and a release wakes the newest waiter rather than the head
@@ -478,14 +448,6 @@ func (b *queueJump) Subscribe(ctx context.Context, id string, fn func(backend.Wa
 	})
 }
 
-func (b *queueJump) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
-	return acquireBatch(ctx, b, reqs)
-}
-
-func (b *queueJump) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
-	return leaveBatch(ctx, b, waiters)
-}
-
 // ---------------------------------------------------------------------------
 // drop-wakeups: Subscribe succeeds but never delivers a wake-up (L1,
 // "wake-on-release"). Waiters are left with the core's fallbacks (the
@@ -502,14 +464,6 @@ func (b *dropWakeups) Subscribe(ctx context.Context, id string, fn func(backend.
 	return func() {}, nil
 }
 
-func (b *dropWakeups) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
-	return acquireBatch(ctx, b, reqs)
-}
-
-func (b *dropWakeups) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
-	return leaveBatch(ctx, b, waiters)
-}
-
 // ---------------------------------------------------------------------------
 // repeat-fence: every grant reports fence 1 (S3, "fencing").
 
@@ -523,14 +477,6 @@ func (b *repeatFence) Acquire(ctx context.Context, req backend.AcquireRequest) (
 		g.Fence = 1
 	}
 	return g, err
-}
-
-func (b *repeatFence) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
-	return acquireBatch(ctx, b, reqs)
-}
-
-func (b *repeatFence) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
-	return leaveBatch(ctx, b, waiters)
 }
 
 // ---------------------------------------------------------------------------
@@ -564,7 +510,7 @@ func TestBrokenWrappersMisbehave(t *testing.T) {
 		if gb.Fence <= ga.Fence {
 			t.Errorf("fake fence %d not above the real one %d", gb.Fence, ga.Fence)
 		}
-		if ws := h.store.Waiters("x"); len(ws) != 0 {
+		if ws := h.Store.Waiters("x"); len(ws) != 0 {
 			t.Errorf("fake holder left queued: %v", ws)
 		}
 		if g := mustAcquire(t, b, req("x", "B", true)); !g.Acquired || g.Fence != gb.Fence {
@@ -627,19 +573,19 @@ func TestBrokenWrappersMisbehave(t *testing.T) {
 		if g := mustAcquire(t, c, req("x", "C", true)); !g.Acquired {
 			t.Fatalf("C = %+v, want granted ahead of B", g)
 		}
-		if ws := h.store.Waiters("x"); len(ws) != 1 || ws[0] != "B" {
+		if ws := h.Store.Waiters("x"); len(ws) != 1 || ws[0] != "B" {
 			t.Errorf("waiters = %v, want [B] re-queued", ws)
 		}
 		// A newcomer's TryAcquire jumps a queue over a free lock.
-		h.store.ExpireNow("x")
+		h.Store.ExpireNow("x")
 		if g := mustAcquire(t, a, req("x", "A2", false)); !g.Acquired {
 			t.Errorf("newcomer = %+v, want granted ahead of B", g)
 		}
-		if ws := h.store.Waiters("x"); len(ws) != 1 || ws[0] != "B" {
+		if ws := h.Store.Waiters("x"); len(ws) != 1 || ws[0] != "B" {
 			t.Errorf("waiters = %v, want [B] re-queued", ws)
 		}
 		// Batches are broken too.
-		h.store.ExpireNow("x")
+		h.Store.ExpireNow("x")
 		bg, err := a.(backend.Batcher).AcquireBatch(ctx, []backend.AcquireRequest{req("x", "A3", false)})
 		if err != nil || len(bg) != 1 || !bg[0].Acquired {
 			t.Errorf("AcquireBatch = %+v, %v; want a queue jump", bg, err)

@@ -37,6 +37,15 @@ func (m *lockModel) dequeue(tok string) {
 	}
 }
 
+// leave applies a Leave of tok: out of the queue, and no longer the
+// holder.
+func (m *lockModel) leave(tok string) {
+	m.dequeue(tok)
+	if m.holder == tok {
+		m.holder = ""
+	}
+}
+
 func (m *lockModel) String() string {
 	return fmt.Sprintf("{holder %q fence %d queue %q}", m.holder, m.fence, m.queue)
 }
@@ -151,6 +160,13 @@ func model(e *env) {
 		}()
 		drawB := func(rt *rapid.T) *spy { return bs[rapid.IntRange(0, nb-1).Draw(rt, "backend")] }
 		drawTok := func(rt *rapid.T) string { return rapid.SampledFrom(toks).Draw(rt, "token") }
+		drawWaiters := func(rt *rapid.T) []backend.Waiter {
+			ws := make([]backend.Waiter, rapid.IntRange(1, 3).Draw(rt, "n"))
+			for i := range ws {
+				ws[i] = backend.Waiter{ID: id, Token: drawTok(rt)}
+			}
+			return ws
+		}
 		drawReq := func(rt *rapid.T) backend.AcquireRequest {
 			return backend.AcquireRequest{ID: id, Token: drawTok(rt), TTL: ttl, Wait: rapid.Bool().Draw(rt, "wait"), WaiterTTL: ttl}
 		}
@@ -209,36 +225,22 @@ func model(e *env) {
 				if err := drawB(rt).Leave(ctx, id, tok); err != nil {
 					fail("Leave(%s): %v", tok, err)
 				}
-				m.dequeue(tok)
-				if m.holder == tok {
-					m.holder = ""
-				}
+				m.leave(tok)
 			},
 			"LeaveBatch": func(rt *rapid.T) {
-				n := rapid.IntRange(1, 3).Draw(rt, "n")
-				ws := make([]backend.Waiter, n)
-				for i := range ws {
-					ws[i] = backend.Waiter{ID: id, Token: drawTok(rt)}
-				}
+				ws := drawWaiters(rt)
 				if err := backend.LeaveBatch(ctx, drawB(rt), ws); err != nil {
 					fail("LeaveBatch: %v", err)
 				}
 				for _, w := range ws {
-					m.dequeue(w.Token)
-					if m.holder == w.Token {
-						m.holder = ""
-					}
+					m.leave(w.Token)
 				}
 			},
 			"Heartbeat": func(rt *rapid.T) {
-				n := rapid.IntRange(1, 3).Draw(rt, "n")
-				ws := make([]backend.Waiter, n)
-				for i := range ws {
-					ws[i] = backend.Waiter{ID: id, Token: drawTok(rt)}
-				}
+				ws := drawWaiters(rt)
 				res, err := drawB(rt).Heartbeat(ctx, ws, ttl)
-				if err != nil || len(res) != n {
-					fail("Heartbeat of %d waiters: %d results, %v", n, len(res), err)
+				if err != nil || len(res) != len(ws) {
+					fail("Heartbeat of %d waiters: %d results, %v", len(ws), len(res), err)
 				}
 				for i, r := range res {
 					tok := ws[i].Token

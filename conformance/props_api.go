@@ -347,8 +347,7 @@ func closeProp(e *env) {
 
 	// A queued Acquire.
 	lb, sb := e.defaultLocker()
-	p := e.acquireAsync(ctx, lb, id, longTTL)
-	e.waitFor(prompt, "the waiter queued", func() bool { return sb.queued(id) })
+	p := e.queuedAsync(ctx, lb, sb, id, longTTL)
 
 	// A queued AcquireMany, past its first snapshot.
 	lm, sm := e.defaultLocker()

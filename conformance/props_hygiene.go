@@ -55,8 +55,7 @@ func noGoroutineLeak(e *env) {
 	// A wait, with heartbeats, ended by a release.
 	id := e.id()
 	held := e.mustAcquire(la, id, longTTL)
-	p := e.acquireAsync(ctx, lb, id, longTTL)
-	e.waitFor(prompt, "the waiter queued", func() bool { return sb.queued(id) })
+	p := e.queuedAsync(ctx, lb, sb, id, longTTL)
 	tok, _ := sb.queuedToken(id)
 	e.waitFor(prompt, "the waiter heartbeated", func() bool { return len(sb.heartbeatsOf(id, tok)) > 0 })
 	_ = held.Lost() // armed, then ended by the release below
@@ -69,8 +68,7 @@ func noGoroutineLeak(e *env) {
 		e.errorf("AcquireWith(QueueTimeout 100ms) on a held id: Acquired=%v err=%v", res.Acquired, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	p = e.acquireAsync(cctx, lc, id, longTTL)
-	e.waitFor(prompt, "the waiter queued", func() bool { return sc.queued(id) })
+	p = e.queuedAsync(cctx, lc, sc, id, longTTL)
 	cancel()
 	p.wait(e, prompt, "the cancelled waiter")
 
@@ -156,8 +154,7 @@ func noStateLeft(e *env) {
 	// A hand-off through the queue.
 	id = e.id()
 	held := e.mustAcquire(la, id, longTTL)
-	p := e.acquireAsync(ctx, lb, id, longTTL)
-	e.waitFor(prompt, "the waiter queued", func() bool { return sb.queued(id) })
+	p := e.queuedAsync(ctx, lb, sb, id, longTTL)
 	e.mustRelease(held)
 	e.mustRelease(p.granted(e, prompt, "the waiter"))
 	add("a hand-off through the queue", prompt, id)
@@ -172,8 +169,7 @@ func noStateLeft(e *env) {
 		e.errorf("Acquire with a queue timeout on a held id: Acquired=%v err=%v", res.Acquired, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	p = e.acquireAsync(cctx, lb, id, longTTL)
-	e.waitFor(prompt, "the waiter queued", func() bool { return sb.queued(id) })
+	p = e.queuedAsync(cctx, lb, sb, id, longTTL)
 	cancel()
 	p.wait(e, prompt, "the cancelled waiter")
 	e.mustRelease(held)

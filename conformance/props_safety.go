@@ -259,15 +259,24 @@ func fencing(e *env) {
 	short := e.mustAcquire(la, id, ttl)
 	check("after release", short)
 	how := e.expire(short, ttl)
-	var after *lock.Lease
+	after := e.takeOver(lb, id, ttl, how)
+	check("after the previous lease "+how, after)
+	e.mustRelease(after)
+}
+
+// takeOver tries l on id until it is granted, after a lease of ttl that
+// ended as how says (e.expire), and returns the new lease; it fails the
+// subtest after ttl plus prompt.
+func (e *env) takeOver(l *lock.Locker, id string, ttl time.Duration, how string) *lock.Lease {
+	e.t.Helper()
+	var le *lock.Lease
 	if !eventually(e.t, ttl+prompt, func() bool {
-		after, _ = e.tryAcquire(lb, id, longTTL)
-		return after != nil
+		le, _ = e.tryAcquire(l, id, longTTL)
+		return le != nil
 	}) {
 		e.fatalf("the lease %s, but another client could not take the id", how)
 	}
-	check("after the previous lease "+how, after)
-	e.mustRelease(after)
+	return le
 }
 
 // S4. Release and Extend are compare-and-set on the owner token.
@@ -300,13 +309,7 @@ func ownerOnly(e *env) {
 		id := e.id()
 		old := e.mustAcquire(la, id, ttl)
 		how := e.expire(old, ttl)
-		var cur *lock.Lease
-		if !eventually(e.t, ttl+prompt, func() bool {
-			cur, _ = e.tryAcquire(lb, id, longTTL)
-			return cur != nil
-		}) {
-			e.fatalf("the lease %s, but another client could not take the id", how)
-		}
+		cur := e.takeOver(lb, id, ttl, how)
 		var err error
 		if op == "Release" {
 			err = old.Release(ctx)
@@ -528,8 +531,7 @@ func retrySafe(e *env) {
 	id = e.id()
 	held = e.mustAcquire(other, id, longTTL)
 	l2, s2 := e.defaultLocker()
-	p = e.acquireAsync(ctx, l2, id, longTTL)
-	e.waitFor(prompt, "the waiter queued", func() bool { return s2.queued(id) })
+	p = e.queuedAsync(ctx, l2, s2, id, longTTL)
 	s2.kill()
 	res, err = p.wait(e, waiterTimeout+prompt, "a waiter whose backend stays down")
 	if !errors.Is(err, lock.ErrBackend) || res.Acquired {

@@ -72,6 +72,15 @@ func (e *env) acquireAsync(ctx context.Context, l *lock.Locker, id string, ttl t
 	return p
 }
 
+// queuedAsync starts an Acquire of id by l in the background, as
+// acquireAsync does, and waits until s, l's spy, has seen it queued.
+func (e *env) queuedAsync(ctx context.Context, l *lock.Locker, s *spy, id string, ttl time.Duration) *pending {
+	e.t.Helper()
+	p := e.acquireAsync(ctx, l, id, ttl)
+	e.waitFor(prompt, "the waiter queued", func() bool { return s.queued(id) })
+	return p
+}
+
 // wait waits up to timeout for the Acquire to return, failing the subtest
 // with what otherwise.
 func (p *pending) wait(e *env, timeout time.Duration, what string) (lock.Result, error) {

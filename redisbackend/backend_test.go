@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redisstep"
 )
@@ -91,8 +92,8 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
 	other, _ := e.backend(nil)
-	w := newWakes()
-	cancel, err := other.Subscribe(ctx, "q", w.fn) // the waiters' process
+	w := adaptertest.NewWakes()
+	cancel, err := other.Subscribe(ctx, "q", w.Fn) // the waiters' process
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 	}
 	// Only the head is woken: B, then the test's marker.
 	e.raw.Publish(ctx, other.Inbox("q"), inboxMsg("q", "marker"))
-	if got := w.until(t, "marker"); len(got) != 1 || got[0] != (backend.Wake{ID: "q", Token: "B"}) {
+	if got := w.Until(t, "marker"); len(got) != 1 || got[0] != (backend.Wake{ID: "q", Token: "B"}) {
 		t.Fatalf("wake-ups after release = %+v, want only {q B}", got)
 	}
 	// The lock is free but B is ahead: C, D and E must not get it.
@@ -198,7 +199,7 @@ func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
 	r := req("r", "C", false)
 	r.TTL = 20 * time.Millisecond
 	mustAcquire(t, b, r)
-	eventually(t, "the 20ms lease expires", func() bool { return e.raw.Exists(ctx, k.Lock).Val() == 0 })
+	adaptertest.Eventually(t, "the 20ms lease expires", func() bool { return e.raw.Exists(ctx, k.Lock).Val() == 0 })
 	if err := b.Extend(ctx, "r", "C", time.Hour); !errors.Is(err, backend.ErrNotHeld) {
 		t.Fatalf("Extend after expiry = %v, want ErrNotHeld", err)
 	}
@@ -213,8 +214,8 @@ func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
 func TestLeave(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
-	w := newWakes()
-	cancel, err := b.Subscribe(ctx, "l", w.fn)
+	w := adaptertest.NewWakes()
+	cancel, err := b.Subscribe(ctx, "l", w.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,14 +238,14 @@ func TestLeave(t *testing.T) {
 	if e.raw.Exists(ctx, k.Lock).Val() != 0 {
 		t.Fatal("Leave by the holder did not release the lock")
 	}
-	if x := w.next(t); x != (backend.Wake{ID: "l", Token: "B"}) {
+	if x := w.Next(t); x != (backend.Wake{ID: "l", Token: "B"}) {
 		t.Fatalf("wake after the holder left = %+v, want {l B}", x)
 	}
 	// The head leaving while the lock is free wakes the next head.
 	if err := b.Leave(ctx, "l", "B"); err != nil {
 		t.Fatal(err)
 	}
-	if x := w.next(t); x != (backend.Wake{ID: "l", Token: "C"}) {
+	if x := w.Next(t); x != (backend.Wake{ID: "l", Token: "C"}) {
 		t.Fatalf("wake after the head left = %+v, want {l C}", x)
 	}
 	if err := b.Leave(ctx, "l", "B"); err != nil {
@@ -278,8 +279,8 @@ func escapeForTest(prefix string) string {
 func TestHeartbeat(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
-	w := newWakes()
-	cancel, err := b.Subscribe(ctx, "h1", w.fn)
+	w := adaptertest.NewWakes()
+	cancel, err := b.Subscribe(ctx, "h1", w.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +323,7 @@ func TestHeartbeat(t *testing.T) {
 	if res[0] != (backend.HeartbeatResult{Queued: true}) || res[1] != (backend.HeartbeatResult{Queued: true, Ready: true}) {
 		t.Fatalf("heartbeat with a free lock = %+v, want C queued, B queued and ready", res)
 	}
-	if x := w.next(t); x != (backend.Wake{ID: "h1", Token: "B"}) {
+	if x := w.Next(t); x != (backend.Wake{ID: "h1", Token: "B"}) {
 		t.Fatalf("heartbeat wake = %+v, want {h1 B}", x)
 	}
 	if res, err := b.Heartbeat(ctx, nil, time.Hour); err != nil || len(res) != 0 {
@@ -372,7 +373,7 @@ func TestPurgeEveryExpiredWaiter(t *testing.T) {
 		}
 		t.Logf("setup outlasted the dead waiters' %v TTL (%d of %d deadlines left): again with %v", ttl, len(deadlines), dead+1, 2*ttl)
 	}
-	eventually(t, "the server's clock passes the dead waiters' deadlines", func() bool {
+	adaptertest.Eventually(t, "the server's clock passes the dead waiters' deadlines", func() bool {
 		return float64(e.serverMillis()) > latestDead
 	})
 	// Each step purges at most `limit`; the live waiter stays.
@@ -406,8 +407,8 @@ func TestPurgeEveryExpiredWaiter(t *testing.T) {
 func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
-	w := newWakes()
-	cancel, err := b.Subscribe(ctx, "d", w.fn)
+	w := adaptertest.NewWakes()
+	cancel, err := b.Subscribe(ctx, "d", w.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,11 +420,11 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	mustAcquire(t, b, dead)
 	mustAcquire(t, b, req("d", "live", true))
 	deadline := e.raw.ZScore(ctx, k.Deadlines, "dead").Val()
-	eventually(t, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
+	adaptertest.Eventually(t, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
 	if err := b.Release(ctx, "d", "A"); err != nil {
 		t.Fatal(err)
 	}
-	if x := w.next(t); x != (backend.Wake{ID: "d", Token: "live"}) {
+	if x := w.Next(t); x != (backend.Wake{ID: "d", Token: "live"}) {
 		t.Fatalf("wake after release = %+v, want the live waiter, not the dead head", x)
 	}
 
@@ -435,11 +436,11 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	deadline = e.raw.ZScore(ctx, k.Deadlines, "dead").Val()
 	// Free the lock behind the queue's back, as an expiry would.
 	e.raw.Del(ctx, k.Lock)
-	eventually(t, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
+	adaptertest.Eventually(t, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
 	if g := mustAcquire(t, b, req("d", "newcomer", true)); g.Acquired || g.Head {
 		t.Fatalf("newcomer = %+v, want queued behind next", g)
 	}
-	if x := w.next(t); x != (backend.Wake{ID: "d", Token: "next"}) {
+	if x := w.Next(t); x != (backend.Wake{ID: "d", Token: "next"}) {
 		t.Fatalf("wake after the dead head was purged = %+v, want {d next}", x)
 	}
 }
@@ -535,7 +536,7 @@ func TestCancelledContextAndClose(t *testing.T) {
 	if _, err := b.Acquire(cctx, req("c", "A", false)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire with a cancelled ctx = %v", err)
 	}
-	if n, _, names := cnt.take(); n != 0 {
+	if n, _, names := cnt.Take(); n != 0 {
 		t.Fatalf("a cancelled call sent %d commands: %s", n, names)
 	}
 	if err := b.Close(); err != nil {
@@ -575,7 +576,7 @@ func TestDeadEntryBeyondLimitStaysDead(t *testing.T) {
 		tickets[tok] = mustAcquire(t, b, short).Ticket
 	}
 	last := e.raw.ZScore(ctx, k.Deadlines, "d4").Val()
-	eventually(t, "every short deadline passes", func() bool { return float64(e.serverMillis()) > last })
+	adaptertest.Eventually(t, "every short deadline passes", func() bool { return float64(e.serverMillis()) > last })
 	// One purge per step (d1); d3 is dead although still in the sets.
 	res, err := b.Heartbeat(ctx, []backend.Waiter{wt("z", "d3")}, time.Minute)
 	if err != nil {

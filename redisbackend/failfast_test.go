@@ -47,7 +47,7 @@ func TestWrongPortCostsOneCommand(t *testing.T) {
 	if !errors.Is(err, lock.ErrBackend) || !backend.Unsent(err) {
 		t.Fatalf("Acquire with nothing listening = %v; want a backend error of a step that was never sent", err)
 	}
-	if cmds, _, names := cnt.take(); cmds != 1 {
+	if cmds, _, names := cnt.Take(); cmds != 1 {
 		t.Fatalf("Acquire with nothing listening attempted %d commands (%s), want 1: no cleanup after a step that never reached the server", cmds, names)
 	}
 }

@@ -2,16 +2,16 @@ package redisbackend
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redistest"
 )
 
@@ -42,17 +42,13 @@ func newClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr})
 }
 
-// counter is a go-redis hook that counts the commands a client sends: one
-// per command (a script call is one), and one round trip per command sent
-// alone or per pipeline. The pub/sub connection does not go through hooks.
-// Connection setup (HELLO, CLIENT SETINFO, AUTH, SELECT, which go-redis
-// sends through the hooks when it initialises a connection) is counted
-// apart, in setup: it is per connection, not per step.
-type counter struct {
-	cmds, trips, setup atomic.Int64
-	mu                 sync.Mutex
-	names              []string
-}
+// counter is a go-redis hook that logs the commands a client sends: one
+// round trip per command sent alone or per pipeline, a script call named
+// after its script (adaptertest.Name). The pub/sub connection does not go
+// through hooks. Connection setup (HELLO, CLIENT SETINFO, AUTH, SELECT,
+// which go-redis sends through the hooks when it initialises a connection)
+// is left out: it is per connection, not per step.
+type counter struct{ adaptertest.Log }
 
 func isSetup(cmd redis.Cmder) bool {
 	switch cmd.Name() {
@@ -66,12 +62,6 @@ func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if isSetup(cmd) {
-			c.setup.Add(1)
-			return next(ctx, cmd)
-		}
-		c.cmds.Add(1)
-		c.trips.Add(1)
 		c.note(cmd)
 		return next(ctx, cmd)
 	}
@@ -79,37 +69,25 @@ func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		n := 0
-		for _, cmd := range cmds {
-			if isSetup(cmd) {
-				c.setup.Add(1)
-				continue
-			}
-			n++
-			c.note(cmd)
-		}
-		if n > 0 {
-			c.cmds.Add(int64(n))
-			c.trips.Add(1)
-		}
+		c.note(cmds...)
 		return next(ctx, cmds)
 	}
 }
 
-func (c *counter) note(cmd redis.Cmder) {
-	c.mu.Lock()
-	c.names = append(c.names, cmd.Name())
-	c.mu.Unlock()
-}
-
-// take returns the commands and round trips since the last call, and the
-// commands' names.
-func (c *counter) take() (cmds, trips int64, names string) {
-	c.mu.Lock()
-	names = strings.Join(c.names, " ")
-	c.names = nil
-	c.mu.Unlock()
-	return c.cmds.Swap(0), c.trips.Swap(0), names
+// note logs one round trip of cmds, setup commands left out.
+func (c *counter) note(cmds ...redis.Cmder) {
+	var trip []string
+	for _, cmd := range cmds {
+		if isSetup(cmd) {
+			continue
+		}
+		arg := ""
+		if args := cmd.Args(); len(args) > 1 {
+			arg = fmt.Sprint(args[1])
+		}
+		trip = append(trip, adaptertest.Name(cmd.Name(), arg))
+	}
+	c.Note(trip...)
 }
 
 // backend returns a new Backend, with its own client (a separate "process"),
@@ -135,60 +113,6 @@ func (e *env) backend(opts *Options) (*Backend, *counter) {
 		client.Close()
 	})
 	return b, cnt
-}
-
-// wakes collects the wake-ups delivered to one subscriber.
-type wakes struct {
-	ch chan backend.Wake
-}
-
-func newWakes() *wakes { return &wakes{ch: make(chan backend.Wake, 1000)} }
-
-func (w *wakes) fn(x backend.Wake) {
-	select {
-	case w.ch <- x:
-	default:
-		panic("test wake buffer full")
-	}
-}
-
-// next returns the next wake-up, failing after a deadline.
-func (w *wakes) next(t *testing.T) backend.Wake {
-	t.Helper()
-	select {
-	case x := <-w.ch:
-		return x
-	case <-time.After(5 * time.Second):
-		t.Fatal("no wake-up within 5s")
-		return backend.Wake{}
-	}
-}
-
-// until returns the wake-ups delivered before the first one with the
-// given token (a marker published by the test), so that a test can state
-// that nothing else arrived without sleeping.
-func (w *wakes) until(t *testing.T, marker string) []backend.Wake {
-	t.Helper()
-	var got []backend.Wake
-	for {
-		x := w.next(t)
-		if x.Token == marker {
-			return got
-		}
-		got = append(got, x)
-	}
-}
-
-// eventually waits for cond, failing with msg after a deadline.
-func eventually(t *testing.T, msg string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s", msg)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // serverMillis returns the server's clock in milliseconds.
@@ -221,6 +145,36 @@ func (e *env) keysOf(pattern string) map[string]time.Duration {
 	return out
 }
 
-func req(id, token string, wait bool) backend.AcquireRequest {
-	return backend.AcquireRequest{ID: id, Token: token, TTL: 10 * time.Second, Wait: wait, WaiterTTL: 10 * time.Second}
+// req is an AcquireRequest with TTLs of 10 s.
+var req = adaptertest.Req
+
+// adapter is the env as the shared tests of internal/adaptertest see it.
+func (e *env) adapter() adaptertest.Adapter {
+	ks, err := keys.New(e.prefix)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return adaptertest.Adapter{
+		Backend: func(*testing.T) (backend.Backend, *adaptertest.Log) {
+			b, c := e.backend(nil)
+			return b, &c.Log
+		},
+		Replicated: func(_ *testing.T, n int, d time.Duration) backend.Backend {
+			b, _ := e.backend(&Options{WaitReplicas: n, WaitTimeout: d})
+			return b
+		},
+		Keys: ks,
+		Int: func(t *testing.T, args ...string) int64 {
+			t.Helper()
+			a := make([]any, len(args))
+			for i, x := range args {
+				a[i] = x
+			}
+			n, err := e.raw.Do(context.Background(), a...).Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		},
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/redistest"
 )
 
@@ -27,8 +28,8 @@ func TestShardedOnOneServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w := newWakes()
-	cancel, err := waiter.Subscribe(ctx, "h", w.fn)
+	w := adaptertest.NewWakes()
+	cancel, err := waiter.Subscribe(ctx, "h", w.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestShardedOnOneServer(t *testing.T) {
 	if err := holder.Release(ctx, "h", "H"); err != nil {
 		t.Fatal(err)
 	}
-	if x := w.next(t); x != (backend.Wake{ID: "h", Token: "W"}) {
+	if x := w.Next(t); x != (backend.Wake{ID: "h", Token: "W"}) {
 		t.Fatalf("wake after the release = %+v, want the head's token", x)
 	}
 	inbox := waiter.Inbox("h")
@@ -64,7 +65,7 @@ func TestShardedOnOneServer(t *testing.T) {
 	if n, err := e.raw.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n < 1 {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v", n, err)
 	}
-	if x := w.next(t); x != (backend.Wake{ID: "h", All: true}) {
+	if x := w.Next(t); x != (backend.Wake{ID: "h", All: true}) {
 		t.Fatalf("wake after the reconnect = %+v, want All", x)
 	}
 	if err := waiter.Leave(ctx, "h", "W"); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redistest"
 )
@@ -57,15 +58,15 @@ func TestSubscribeIsConfirmed(t *testing.T) {
 	for i := range 20 {
 		b, _ := e.backend(nil)
 		id := fmt.Sprintf("s%d", i)
-		w := newWakes()
-		cancel, err := b.Subscribe(ctx, id, w.fn)
+		w := adaptertest.NewWakes()
+		cancel, err := b.Subscribe(ctx, id, w.Fn)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n := e.raw.Publish(ctx, b.Inbox(id), inboxMsg(id, ":tok")).Val(); n != 1 {
 			t.Fatalf("round %d: PUBLISH right after Subscribe reached %d subscribers, want 1", i, n)
 		}
-		if x := w.next(t); x != (backend.Wake{ID: id, Token: "tok"}) {
+		if x := w.Next(t); x != (backend.Wake{ID: id, Token: "tok"}) {
 			t.Fatalf("round %d: wake = %+v", i, x)
 		}
 		cancel()
@@ -94,16 +95,16 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 		return n
 	}
 	subs := e.commandCalls("subscribe")
-	w1, w2, w3 := newWakes(), newWakes(), newWakes()
-	c1, err := b.Subscribe(ctx, "x", w1.fn)
+	w1, w2, w3 := adaptertest.NewWakes(), adaptertest.NewWakes(), adaptertest.NewWakes()
+	c1, err := b.Subscribe(ctx, "x", w1.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := b.Subscribe(ctx, "x", w2.fn)
+	c2, err := b.Subscribe(ctx, "x", w2.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c3, err := b.Subscribe(ctx, "y", w3.fn)
+	c3, err := b.Subscribe(ctx, "y", w3.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,16 +123,16 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	}
 	e.raw.Publish(ctx, inbox, inboxMsg("x", ":T1"))
 	e.raw.Publish(ctx, inbox, inboxMsg("y", ":T2"))
-	if a, b := w1.next(t), w2.next(t); a != (backend.Wake{ID: "x", Token: "T1"}) || b != a {
+	if a, b := w1.Next(t), w2.Next(t); a != (backend.Wake{ID: "x", Token: "T1"}) || b != a {
 		t.Fatalf("wakes of x = %+v, %+v", a, b)
 	}
-	if x := w3.next(t); x != (backend.Wake{ID: "y", Token: "T2"}) {
+	if x := w3.Next(t); x != (backend.Wake{ID: "y", Token: "T2"}) {
 		t.Fatalf("wake of y = %+v", x)
 	}
 	c1()
 	c1() // idempotent
 	e.raw.Publish(ctx, inbox, inboxMsg("x", ":T3"))
-	if x := w2.next(t); x.Token != "T3" {
+	if x := w2.Next(t); x.Token != "T3" {
 		t.Fatalf("remaining subscriber of x got %+v", x)
 	}
 	c2()
@@ -142,7 +143,7 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the inbox is left on Close", func() bool { return e.numSub(inbox) == 0 })
+	adaptertest.Eventually(t, "the inbox is left on Close", func() bool { return e.numSub(inbox) == 0 })
 }
 
 // TestSubscribeGivenUpBeforeConfirmation: a subscriber whose ctx ends
@@ -160,15 +161,15 @@ func TestSubscribeGivenUpBeforeConfirmation(t *testing.T) {
 			c()
 		}
 	}
-	eventually(t, "no subscription is left behind", func() bool { return e.numSub(ch) == 0 })
-	w := newWakes()
-	c, err := b.subs.subscribe(ctx, "g", ch, w.fn)
+	adaptertest.Eventually(t, "no subscription is left behind", func() bool { return e.numSub(ch) == 0 })
+	w := adaptertest.NewWakes()
+	c, err := b.subs.subscribe(ctx, "g", ch, w.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c()
 	e.raw.Publish(ctx, ch, "again")
-	if x := w.next(t); x != (backend.Wake{ID: "g", Token: "again"}) {
+	if x := w.Next(t); x != (backend.Wake{ID: "g", Token: "again"}) {
 		t.Fatalf("wake after resubscribing = %+v", x)
 	}
 }
@@ -180,13 +181,13 @@ func TestReconnectWakesAll(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnvAt(t, srv.Addr)
 	b, _ := e.backend(nil)
-	wa, wb := newWakes(), newWakes()
-	ca, err := b.Subscribe(ctx, "ra", wa.fn)
+	wa, wb := adaptertest.NewWakes(), adaptertest.NewWakes()
+	ca, err := b.Subscribe(ctx, "ra", wa.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ca()
-	cb, err := b.Subscribe(ctx, "rb", wb.fn)
+	cb, err := b.Subscribe(ctx, "rb", wb.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,14 +195,14 @@ func TestReconnectWakesAll(t *testing.T) {
 	if n, err := e.raw.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n != 1 {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want the backend's one connection", n, err)
 	}
-	if x := wa.next(t); x != (backend.Wake{ID: "ra", All: true}) {
+	if x := wa.Next(t); x != (backend.Wake{ID: "ra", All: true}) {
 		t.Fatalf("wake of ra after reconnect = %+v, want All", x)
 	}
-	if x := wb.next(t); x != (backend.Wake{ID: "rb", All: true}) {
+	if x := wb.Next(t); x != (backend.Wake{ID: "rb", All: true}) {
 		t.Fatalf("wake of rb after reconnect = %+v, want All", x)
 	}
 	e.raw.Publish(ctx, b.Inbox("ra"), inboxMsg("ra", ":after"))
-	if x := wa.next(t); x != (backend.Wake{ID: "ra", Token: "after"}) {
+	if x := wa.Next(t); x != (backend.Wake{ID: "ra", Token: "after"}) {
 		t.Fatalf("wake after reconnect = %+v", x)
 	}
 }
@@ -223,7 +224,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	if goroutinesMatch("redisbackend.(*subscriber).receive") {
 		t.Fatal("the receive goroutine outlived Close")
 	}
-	eventually(t, "go-redis's pub/sub goroutines end after Close", func() bool {
+	adaptertest.Eventually(t, "go-redis's pub/sub goroutines end after Close", func() bool {
 		return !goroutinesMatch("go-redis/v9.(*channel)")
 	})
 	if _, err := b.Subscribe(ctx, "c", func(backend.Wake) {}); !errors.Is(err, backend.ErrClosed) {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/redistest"
 )
 
@@ -57,7 +58,7 @@ func TestNewOptions(t *testing.T) {
 	if err := other.Release(ctx, "inv", "B"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the caller's OnInvalidations is called", func() bool { return userCalls.Load() > 0 })
+	adaptertest.Eventually(t, "the caller's OnInvalidations is called", func() bool { return userCalls.Load() > 0 })
 	_ = b.Release(ctx, "inv", "B")
 
 	for _, bad := range []Options{
@@ -111,8 +112,8 @@ func TestNewFallsBackToPubSub(t *testing.T) {
 	if b.Mode() != PubSub || !slices.Equal(calls, []bool{false, true}) {
 		t.Fatalf("mode %v after builds with DisableCache %v, want pubsub after [false true]", b.Mode(), calls)
 	}
-	w := newWakes()
-	cancel, err := b.Subscribe(ctx, "f", w.fn)
+	w := adaptertest.NewWakes()
+	cancel, err := b.Subscribe(ctx, "f", w.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestNewFallsBackToPubSub(t *testing.T) {
 	if err := p.Release(ctx, "f", "P"); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.next(t); got != (backend.Wake{ID: "f", Token: "B"}) {
+	if got := w.Next(t); got != (backend.Wake{ID: "f", Token: "B"}) {
 		t.Fatalf("wake = %+v", got)
 	}
 	_ = b.Leave(ctx, "f", "B")
@@ -150,15 +151,15 @@ func TestPubSubSubscriptions(t *testing.T) {
 		n, _ := v[1].AsInt64()
 		return n
 	}
-	w1, w2 := newWakes(), newWakes()
-	c1, err := b.Subscribe(ctx, "s", w1.fn)
+	w1, w2 := adaptertest.NewWakes(), adaptertest.NewWakes()
+	c1, err := b.Subscribe(ctx, "s", w1.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if numsub() != 1 {
 		t.Fatal("Subscribe returned before the server had the subscription")
 	}
-	c2, err := b.Subscribe(ctx, "s", w2.fn)
+	c2, err := b.Subscribe(ctx, "s", w2.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,20 +167,20 @@ func TestPubSubSubscriptions(t *testing.T) {
 		t.Fatalf("two Subscribes of one id sent %v, want one SUBSCRIBE", subs)
 	}
 	e.do("PUBLISH", ch, "T")
-	if x, y := w1.next(t), w2.next(t); x != (backend.Wake{ID: "s", Token: "T"}) || y != x {
+	if x, y := w1.Next(t), w2.Next(t); x != (backend.Wake{ID: "s", Token: "T"}) || y != x {
 		t.Fatalf("wakes %+v %+v", x, y)
 	}
 	c1()
 	c1() // idempotent
 	e.do("PUBLISH", ch, "U")
-	if y := w2.next(t); y.Token != "U" {
+	if y := w2.Next(t); y.Token != "U" {
 		t.Fatalf("wake %+v", y)
 	}
-	w1.none(t, quiet/2)
+	w1.None(t, quiet/2)
 	c2()
-	eventually(t, "the last cancel unsubscribes", func() bool { return numsub() == 0 })
+	adaptertest.Eventually(t, "the last cancel unsubscribes", func() bool { return numsub() == 0 })
 	// Subscribing again works.
-	c3, err := b.Subscribe(ctx, "s", w1.fn)
+	c3, err := b.Subscribe(ctx, "s", w1.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func TestPubSubSubscriptions(t *testing.T) {
 	// A cancelled ctx ends a Subscribe that has not been confirmed yet.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := b.Subscribe(cctx, "other", w1.fn); !errors.Is(err, context.Canceled) {
+	if _, err := b.Subscribe(cctx, "other", w1.Fn); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Subscribe with a cancelled ctx = %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,8 +13,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redistest"
-	"github.com/redislocker/lock/internal/scripts"
 )
 
 // TestMain runs the tests against the shared redis-server and then checks
@@ -63,10 +63,9 @@ func (e *env) clientOption() rueidis.ClientOption {
 	return rueidis.ClientOption{InitAddress: []string{e.addr}, ForceSingleClient: true}
 }
 
-// counter is a rueidishook.Hook that records the commands a client
-// sends, one round trip per Do and per DoMulti. A script call is one
-// command, named after its script ("acquire", "heartbeat", ...); anything
-// else is named after the command ("subscribe"). Connection setup and
+// counter is a rueidishook.Hook that logs the commands a client sends,
+// one round trip per Do and per DoMulti, named by adaptertest.Name (a
+// script call by its script: "acquire", "heartbeat", ...). Connection setup and
 // rueidis's own PINGs do not go through hooks. The commands of a dedicated
 // client (the pub/sub connection) are recorded too.
 //
@@ -75,49 +74,31 @@ func (e *env) clientOption() rueidis.ClientOption {
 // counts leave them out, as redisbackend's counts leave out its pub/sub
 // connection.
 type counter struct {
-	mu    sync.Mutex
-	trips [][]string
-	subs  []string
+	adaptertest.Log
+	mu   sync.Mutex
+	subs []string
 }
 
 var _ rueidishook.Hook = (*counter)(nil)
 
-var scriptNames = func() map[string]string {
-	m := map[string]string{}
-	for _, s := range scripts.All() {
-		m[s.SHA1] = s.Name
-		m[s.Source] = s.Name
-	}
-	return m
-}()
-
-// cmdName names one command: its script for EVALSHA and EVAL.
-func cmdName(cmd rueidis.Completed) string {
-	args := cmd.Commands()
-	name := strings.ToLower(args[0])
-	if (name == "evalsha" || name == "eval") && len(args) > 1 {
-		if n, ok := scriptNames[args[1]]; ok {
-			return n
-		}
-	}
-	return name
-}
-
 func (c *counter) note(cmds ...rueidis.Completed) {
 	var trip []string
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, cmd := range cmds {
-		switch n := cmdName(cmd); n {
+		args := cmd.Commands()
+		arg := ""
+		if len(args) > 1 {
+			arg = args[1]
+		}
+		switch n := adaptertest.Name(args[0], arg); n {
 		case "subscribe", "unsubscribe":
+			c.mu.Lock()
 			c.subs = append(c.subs, n)
+			c.mu.Unlock()
 		default:
 			trip = append(trip, n)
 		}
 	}
-	if len(trip) > 0 {
-		c.trips = append(c.trips, trip)
-	}
+	c.Note(trip...)
 }
 
 func (c *counter) Do(client rueidis.Client, ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
@@ -159,15 +140,6 @@ func (c *counter) DoMultiStream(client rueidis.Client, ctx context.Context, mult
 	return client.DoMultiStream(ctx, multi...)
 }
 
-// takeTrips returns the round trips since the last take.
-func (c *counter) takeTrips() [][]string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.trips
-	c.trips = nil
-	return t
-}
-
 // takeSubs returns the SUBSCRIBE and UNSUBSCRIBE commands since the last
 // call.
 func (c *counter) takeSubs() []string {
@@ -176,17 +148,6 @@ func (c *counter) takeSubs() []string {
 	s := c.subs
 	c.subs = nil
 	return s
-}
-
-// take returns the commands and round trips since the last take, and the
-// commands' names.
-func (c *counter) take() (cmds, trips int, names string) {
-	t := c.takeTrips()
-	var all []string
-	for _, trip := range t {
-		all = append(all, trip...)
-	}
-	return len(all), len(t), strings.Join(all, " ")
 }
 
 // modes are the two ways a Backend is made in the tests: New with
@@ -233,82 +194,43 @@ func (e *env) backend(mode Mode, opts *Options) (*Backend, *counter) {
 	return b, cnt
 }
 
-// wakes collects the wake-ups delivered to one subscriber.
-type wakes struct {
-	ch chan backend.Wake
-}
+// req, wt and mustAcquire are the shared tests' helpers.
+var (
+	req         = adaptertest.Req
+	wt          = adaptertest.Wt
+	mustAcquire = adaptertest.MustAcquire
+)
 
-func newWakes() *wakes { return &wakes{ch: make(chan backend.Wake, 1000)} }
-
-func (w *wakes) fn(x backend.Wake) {
-	select {
-	case w.ch <- x:
-	default:
-		panic("test wake buffer full")
-	}
-}
-
-// next returns the next wake-up, failing after a deadline.
-func (w *wakes) next(t *testing.T) backend.Wake {
-	t.Helper()
-	select {
-	case x := <-w.ch:
-		return x
-	case <-time.After(5 * time.Second):
-		t.Fatal("no wake-up within 5s")
-		return backend.Wake{}
-	}
-}
-
-// none fails if a wake-up arrives within d: d is a measuring window, not
-// a wait for something to happen.
-func (w *wakes) none(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case x := <-w.ch:
-		t.Fatalf("unexpected wake-up %+v", x)
-	case <-time.After(d):
-	}
-}
-
-// drain returns the wake-ups delivered so far.
-func (w *wakes) drain() []backend.Wake {
-	var out []backend.Wake
-	for {
-		select {
-		case x := <-w.ch:
-			out = append(out, x)
-		default:
-			return out
-		}
-	}
-}
-
-// eventually waits for cond, failing with msg after a deadline.
-func eventually(t *testing.T, msg string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s", msg)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func req(id, token string, wait bool) backend.AcquireRequest {
-	return backend.AcquireRequest{ID: id, Token: token, TTL: 10 * time.Second, Wait: wait, WaiterTTL: 10 * time.Second}
-}
-
-func wt(id, token string) backend.Waiter { return backend.Waiter{ID: id, Token: token} }
-
-func mustAcquire(t *testing.T, b backend.Backend, r backend.AcquireRequest) backend.Grant {
-	t.Helper()
-	g, err := b.Acquire(ctx, r)
+// adapter is the env, with backends of the given mode, as the shared tests
+// of internal/adaptertest see it.
+func (e *env) adapter(mode Mode) adaptertest.Adapter {
+	ks, err := keys.New(e.prefix)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	return g
+	counters := map[*adaptertest.Log]*counter{}
+	return adaptertest.Adapter{
+		Backend: func(*testing.T) (backend.Backend, *adaptertest.Log) {
+			b, c := e.backend(mode, nil)
+			counters[&c.Log] = c
+			return b, &c.Log
+		},
+		Replicated: func(_ *testing.T, n int, d time.Duration) backend.Backend {
+			b, _ := e.backend(mode, &Options{WaitReplicas: n, WaitTimeout: d})
+			return b
+		},
+		Keys: ks,
+		Int: func(t *testing.T, args ...string) int64 {
+			t.Helper()
+			n, err := e.raw.Do(ctx, e.raw.B().Arbitrary(args...).Build()).AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		},
+		Tracking:   mode == Tracking,
+		Subscribes: func(l *adaptertest.Log) []string { return counters[l].takeSubs() },
+	}
 }
 
 // do runs one raw command and fails the test on error.

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/redistest"
 )
 
@@ -19,8 +20,8 @@ func TestShardedOnOneServer(t *testing.T) {
 	holder, _ := e.backend(Tracking, &Options{ShardedPubSub: true})
 	waiter, _ := e.backend(PubSub, &Options{ShardedPubSub: true})
 	ch := waiter.Inbox("h")
-	w := newWakes()
-	cancel, err := waiter.Subscribe(ctx, "h", w.fn)
+	w := adaptertest.NewWakes()
+	cancel, err := waiter.Subscribe(ctx, "h", w.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestShardedOnOneServer(t *testing.T) {
 	if err := holder.Release(ctx, "h", "H"); err != nil {
 		t.Fatal(err)
 	}
-	if x := w.next(t); x != (backend.Wake{ID: "h", Token: "W"}) {
+	if x := w.Next(t); x != (backend.Wake{ID: "h", Token: "W"}) {
 		t.Fatalf("wake after the release = %+v, want the head's token", x)
 	}
 	if n, _ := e.do("PUBSUB", "SHARDNUMSUB", ch).ToArray(); len(n) != 2 {
@@ -42,14 +43,14 @@ func TestShardedOnOneServer(t *testing.T) {
 		t.Fatalf("PUBSUB SHARDNUMSUB = %d, want the Backend's one", v)
 	}
 	e.do("CLIENT", "KILL", "TYPE", "pubsub")
-	if x := w.next(t); x != (backend.Wake{ID: "h", All: true}) {
+	if x := w.Next(t); x != (backend.Wake{ID: "h", All: true}) {
 		t.Fatalf("wake after the reconnect = %+v, want All", x)
 	}
 	if err := waiter.Leave(ctx, "h", "W"); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
-	eventually(t, "the shard channel is unsubscribed after the last cancel", func() bool {
+	adaptertest.Eventually(t, "the shard channel is unsubscribed after the last cancel", func() bool {
 		n, _ := e.do("PUBSUB", "SHARDNUMSUB", ch).ToArray()
 		v, _ := n[1].AsInt64()
 		return v == 0

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/faultproxy"
 	"github.com/redislocker/lock/internal/redistest"
 )
@@ -28,11 +29,11 @@ func TestInboxWakesOnlyTheHeadsProcess(t *testing.T) {
 	p, _ := e.backend(Tracking, nil)
 	w1, _ := e.backend(Tracking, nil)
 	w2, _ := e.backend(Tracking, nil)
-	x1, x2 := newWakes(), newWakes()
+	x1, x2 := adaptertest.NewWakes(), adaptertest.NewWakes()
 	for _, s := range []struct {
 		b  *Backend
 		fn func(backend.Wake)
-	}{{w1, x1.fn}, {w2, x2.fn}} {
+	}{{w1, x1.Fn}, {w2, x2.Fn}} {
 		cancel, err := s.b.Subscribe(ctx, "x", s.fn)
 		if err != nil {
 			t.Fatal(err)
@@ -52,13 +53,13 @@ func TestInboxWakesOnlyTheHeadsProcess(t *testing.T) {
 	if err := p.Release(ctx, "x", "P"); err != nil {
 		t.Fatal(err)
 	}
-	if got := x1.next(t); got != (backend.Wake{ID: "x", Token: "W1"}) {
+	if got := x1.Next(t); got != (backend.Wake{ID: "x", Token: "W1"}) {
 		t.Fatalf("the release woke W1's process with %+v, want {x W1}", got)
 	}
 	if g := mustAcquire(t, w1, req("x", "W1", true)); !g.Acquired {
 		t.Fatalf("W1 = %+v, want granted", g)
 	}
-	if got := x2.next(t); got.ID != "x" || got.Token != "W2" || got.HolderTTL <= 0 {
+	if got := x2.Next(t); got.ID != "x" || got.Token != "W2" || got.HolderTTL <= 0 {
 		t.Fatalf("W1's grant woke W2's process with %+v, want {x W2} with the holder's TTL", got)
 	}
 	if n1, n2 := w1.inbox.Received(), w2.inbox.Received(); n1 != 1 || n2 != 1 {
@@ -76,8 +77,8 @@ func TestInboxWakesOnlyTheHeadsProcess(t *testing.T) {
 func TestOwnProcessWakes(t *testing.T) {
 	e := newEnv(t)
 	w, _ := e.backend(Tracking, nil)
-	x := newWakes()
-	cancel, err := w.Subscribe(ctx, "x", x.fn)
+	x := adaptertest.NewWakes()
+	cancel, err := w.Subscribe(ctx, "x", x.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestOwnProcessWakes(t *testing.T) {
 	if err := w.Release(ctx, "x", "H"); err != nil {
 		t.Fatal(err)
 	}
-	if got := x.next(t); got != (backend.Wake{ID: "x", Token: "Q"}) {
+	if got := x.Next(t); got != (backend.Wake{ID: "x", Token: "Q"}) {
 		t.Fatalf("its own release woke %+v, want {x Q}", got)
 	}
 	if err := w.Leave(ctx, "x", "Q"); err != nil {
@@ -146,8 +147,8 @@ func TestReconnectWakesAll(t *testing.T) {
 			p, _ := e.backend(mode, nil)
 			name := clientName(t)
 			w, _ := e.backend(mode, &Options{ClientOption: e.namedOption(name)})
-			x, y := newWakes(), newWakes()
-			for id, fn := range map[string]func(backend.Wake){"x": x.fn, "y": y.fn} {
+			x, y := adaptertest.NewWakes(), adaptertest.NewWakes()
+			for id, fn := range map[string]func(backend.Wake){"x": x.Fn, "y": y.Fn} {
 				cancel, err := w.Subscribe(ctx, id, fn)
 				if err != nil {
 					t.Fatal(err)
@@ -159,8 +160,8 @@ func TestReconnectWakesAll(t *testing.T) {
 			if n := e.killClients(name); n == 0 {
 				t.Fatal("no connection of the backend to kill")
 			}
-			for id, ws := range map[string]*wakes{"x": x, "y": y} {
-				if got := ws.next(t); got != (backend.Wake{ID: id, All: true}) {
+			for id, ws := range map[string]*adaptertest.Wakes{"x": x, "y": y} {
+				if got := ws.Next(t); got != (backend.Wake{ID: id, All: true}) {
 					t.Fatalf("after the connection broke, %s got %+v, want {ID: %s, All: true}", id, got, id)
 				}
 			}
@@ -170,7 +171,7 @@ func TestReconnectWakesAll(t *testing.T) {
 			// step on each connection that broke while idle (PubSub mode's
 			// command connections, which nothing reads while idle) fails.
 			var g backend.Grant
-			eventually(t, "a step succeeds after the reconnect", func() bool {
+			adaptertest.Eventually(t, "a step succeeds after the reconnect", func() bool {
 				var err error
 				g, err = w.Acquire(ctx, req("x", "W", true))
 				if err != nil {
@@ -181,11 +182,11 @@ func TestReconnectWakesAll(t *testing.T) {
 			if g.Acquired || !g.Queued {
 				t.Fatalf("re-check = %+v", g)
 			}
-			x.drain()
+			x.Drain()
 			if err := p.Release(ctx, "x", "P"); err != nil {
 				t.Fatal(err)
 			}
-			got := x.next(t)
+			got := x.Next(t)
 			if got.ID != "x" || got.All || (mode == PubSub && got.Token != "W") {
 				t.Fatalf("release after the reconnect woke %+v", got)
 			}
@@ -207,15 +208,15 @@ func (e *env) namedOption(name string) rueidis.ClientOption {
 func TestFlushAllWakesAll(t *testing.T) {
 	e := newEnvAt(t, redistest.Start(t).Addr)
 	w, _ := e.backend(Tracking, nil)
-	x := newWakes()
-	cancel, err := w.Subscribe(ctx, "x", x.fn)
+	x := adaptertest.NewWakes()
+	cancel, err := w.Subscribe(ctx, "x", x.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cancel()
 	mustAcquire(t, w, req("x", "W", true)) // any read tracks something
 	e.do("FLUSHALL")
-	if got := x.next(t); got != (backend.Wake{ID: "x", All: true}) {
+	if got := x.Next(t); got != (backend.Wake{ID: "x", All: true}) {
 		t.Fatalf("FLUSHALL woke %+v, want {ID: x, All: true}", got)
 	}
 }
@@ -233,8 +234,8 @@ func TestRecoversAfterOutage(t *testing.T) {
 			co := e.clientOption()
 			co.InitAddress = []string{proxy.Addr()}
 			w, _ := e.backend(mode, &Options{ClientOption: co})
-			x := newWakes()
-			cancel, err := w.Subscribe(ctx, "x", x.fn)
+			x := adaptertest.NewWakes()
+			cancel, err := w.Subscribe(ctx, "x", x.Fn)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,19 +247,19 @@ func TestRecoversAfterOutage(t *testing.T) {
 			if err := p.Release(ctx, "x", "P"); err != nil { // nobody hears it
 				t.Fatal(err)
 			}
-			x.none(t, 3*quiet) // the outage: no wake-up while nothing would succeed
+			x.None(t, 3*quiet) // the outage: no wake-up while nothing would succeed
 			proxy.Refuse(false)
-			got := x.next(t)
+			got := x.Next(t)
 			if mode == Tracking && got == (backend.Wake{ID: "x", Token: "W"}) {
 				// The release's message waited in the inbox key: the
 				// recovery drains it before it wakes everyone.
-				got = x.next(t)
+				got = x.Next(t)
 			}
 			if got != (backend.Wake{ID: "x", All: true}) {
 				t.Fatalf("after the outage x got %+v, want {ID: x, All: true}", got)
 			}
 			var g backend.Grant
-			eventually(t, "a step succeeds after the outage", func() bool {
+			adaptertest.Eventually(t, "a step succeeds after the outage", func() bool {
 				var err error
 				g, err = w.Acquire(ctx, req("x", "W", true))
 				return err == nil
@@ -287,11 +288,11 @@ func TestStepResentAfterCut(t *testing.T) {
 			if proxy.CutAll() == 0 {
 				t.Fatal("nothing to cut")
 			}
-			c.take()
+			c.Take()
 			if err := w.Extend(ctx, "r", "W", time.Minute); err != nil {
 				t.Fatalf("Extend after a cut = %v, want it resent on a new connection", err)
 			}
-			_, _, names := c.take()
+			_, _, names := c.Take()
 			t.Logf("sent: %s", names)
 			if mode == PubSub && names != "extend extend" {
 				// Nothing reads an idle command connection in PubSub mode:
@@ -304,7 +305,7 @@ func TestStepResentAfterCut(t *testing.T) {
 			if err := w.Release(ctx, "r", "W"); err != nil {
 				t.Fatalf("Release after a cut = %v, want it resent on a new connection", err)
 			}
-			if _, _, names := c.take(); mode == PubSub && names != "release release" {
+			if _, _, names := c.Take(); mode == PubSub && names != "release release" {
 				t.Fatalf("sent %q, want the release twice", names)
 			}
 			if n, _ := e.raw.Do(ctx, e.raw.B().Exists().Key(w.keyNames("r").Lock).Build()).AsInt64(); n != 0 {

@@ -182,6 +182,24 @@ func quiet(t *testing.T, c net.Conn, d time.Duration) {
 	_ = c.SetReadDeadline(time.Time{})
 }
 
+// proxied starts a server (an echo server when echoing is set), a Proxy in
+// front of it and one client connection through the Proxy.
+func proxied(t *testing.T, echoing bool) (*server, *Proxy, net.Conn) {
+	t.Helper()
+	s := newServer(t, echoing)
+	p := Start(t, s.ln.Addr().String())
+	return s, p, dial(t, p)
+}
+
+// echo writes msg on c and reads its echo back.
+func echo(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	write(t, c, msg)
+	if got := readN(t, c, len(msg)); got != msg {
+		t.Fatalf("echo of %q = %q", msg, got)
+	}
+}
+
 func write(t *testing.T, c net.Conn, s string) {
 	t.Helper()
 	if _, err := c.Write([]byte(s)); err != nil {
@@ -190,9 +208,7 @@ func write(t *testing.T, c net.Conn, s string) {
 }
 
 func TestPassThrough(t *testing.T) {
-	s := newServer(t, true)
-	p := Start(t, s.ln.Addr().String())
-	c := dial(t, p)
+	_, p, c := proxied(t, true)
 	write(t, c, "hello")
 	if got := readN(t, c, 5); got != "hello" {
 		t.Fatalf("echo = %q", got)
@@ -207,11 +223,8 @@ func TestDelayPerDirection(t *testing.T) {
 	const d = 150 * time.Millisecond
 	for _, dir := range []Dir{Up, Down} {
 		t.Run(dir.String(), func(t *testing.T) {
-			s := newServer(t, true)
-			p := Start(t, s.ln.Addr().String())
-			c := dial(t, p)
-			write(t, c, "x") // connect before delaying, so dial time does not count
-			readN(t, c, 1)
+			s, p, c := proxied(t, true)
+			echo(t, c, "x") // connect before delaying, so dial time does not count
 			p.Delay(dir, d)
 			start := time.Now()
 			write(t, c, "ab")
@@ -229,8 +242,7 @@ func TestDelayPerDirection(t *testing.T) {
 			}
 			p.Delay(dir, 0)
 			start = time.Now()
-			write(t, c, "c")
-			readN(t, c, 1)
+			echo(t, c, "c")
 			if el := time.Since(start); el >= d {
 				t.Fatalf("round trip %v after clearing the delay", el)
 			}
@@ -239,9 +251,7 @@ func TestDelayPerDirection(t *testing.T) {
 }
 
 func TestDelayKeepsOrder(t *testing.T) {
-	s := newServer(t, true)
-	p := Start(t, s.ln.Addr().String())
-	c := dial(t, p)
+	_, p, c := proxied(t, true)
 	p.Delay(Up, 50*time.Millisecond)
 	write(t, c, "1")
 	p.Delay(Up, 0) // a later chunk must not overtake an earlier one
@@ -252,11 +262,8 @@ func TestDelayKeepsOrder(t *testing.T) {
 }
 
 func TestBlackholeUp(t *testing.T) {
-	s := newServer(t, true)
-	p := Start(t, s.ln.Addr().String())
-	c := dial(t, p)
-	write(t, c, "a")
-	readN(t, c, 1)
+	s, p, c := proxied(t, true)
+	echo(t, c, "a")
 	p.Blackhole(Up, true)
 	write(t, c, "lost")
 	quiet(t, c, 100*time.Millisecond)
@@ -264,36 +271,25 @@ func TestBlackholeUp(t *testing.T) {
 		t.Fatalf("server got %q through a blackhole", got)
 	}
 	p.Blackhole(Up, false)
-	write(t, c, "b")
-	if got := readN(t, c, 1); got != "b" {
-		t.Fatalf("after the blackhole: %q", got)
-	}
+	echo(t, c, "b") // after the blackhole
 	if st := p.Stats(); st.Dropped[Up] != 4 || st.Open != 1 {
 		t.Fatalf("stats = %+v, want 4 bytes dropped up, connection open", st)
 	}
 }
 
 func TestBlackholeDown(t *testing.T) {
-	s := newServer(t, true)
-	p := Start(t, s.ln.Addr().String())
-	c := dial(t, p)
+	s, p, c := proxied(t, true)
 	p.Blackhole(Down, true)
 	write(t, c, "abc")
 	s.waitFor(t, "server got abc", func() bool { return s.gotL(0) == "abc" })
 	quiet(t, c, 100*time.Millisecond)
 	p.Blackhole(Down, false)
-	write(t, c, "d")
-	if got := readN(t, c, 1); got != "d" {
-		t.Fatalf("after the blackhole: %q", got)
-	}
+	echo(t, c, "d") // after the blackhole
 }
 
 func TestResetUp(t *testing.T) {
-	s := newServer(t, true)
-	p := Start(t, s.ln.Addr().String())
-	c := dial(t, p)
-	write(t, c, "a")
-	readN(t, c, 1)
+	s, p, c := proxied(t, true)
+	echo(t, c, "a")
 	p.Reset(Up, true)
 	write(t, c, "b")
 	got, err := readEnd(t, c)
@@ -312,33 +308,40 @@ func TestResetUp(t *testing.T) {
 	}
 	p.Reset(Up, false)
 	c3 := dial(t, p)
-	write(t, c3, "y")
-	if got := readN(t, c3, 1); got != "y" {
-		t.Fatalf("after Reset(false): %q", got)
-	}
+	echo(t, c3, "y") // after Reset(false)
 }
 
-func TestResetDown(t *testing.T) {
-	s := newServer(t, true)
-	p := Start(t, s.ln.Addr().String())
-	c := dial(t, p)
-	p.Reset(Down, true)
-	write(t, c, "abc")
-	got, err := readEnd(t, c)
-	if got != "" || !isReset(err) {
-		t.Fatalf("client got %q, %v; want a reset and no echo", got, err)
-	}
-	if got := s.received(0); got != "abc" {
-		t.Fatalf("server got %q, want abc (only down resets)", got)
+// TestFaultDown: a fault of the down direction resets the client's
+// connection after what it lets pass (Reset: nothing; CutAfter(n): n
+// bytes), and the server gets everything (only down is faulty).
+func TestFaultDown(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		arm        func(*Proxy)
+		wantClient string
+	}{
+		{"Reset", func(p *Proxy) { p.Reset(Down, true) }, ""},
+		{"CutAfter", func(p *Proxy) { p.CutAfter(Down, 3) }, "abc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, p, c := proxied(t, true)
+			tc.arm(p)
+			write(t, c, "abcdef")
+			got, err := readEnd(t, c)
+			if got != tc.wantClient || !isReset(err) {
+				t.Fatalf("client got %q, %v; want %q then a reset", got, err, tc.wantClient)
+			}
+			if got := s.received(0); got != "abcdef" {
+				t.Fatalf("server got %q, want everything (only down is faulty)", got)
+			}
+		})
 	}
 }
 
 func TestCutAfterUp(t *testing.T) {
 	for _, n := range []int64{0, 1, 4, 10} {
 		t.Run("n="+strconv.FormatInt(n, 10), func(t *testing.T) {
-			s := newServer(t, false)
-			p := Start(t, s.ln.Addr().String())
-			c := dial(t, p)
+			s, p, c := proxied(t, false)
 			p.CutAfter(Up, n)
 			write(t, c, "01234")
 			// With n < 5 the cut may already have reset the connection:
@@ -366,25 +369,8 @@ func TestCutAfterUp(t *testing.T) {
 	}
 }
 
-func TestCutAfterDown(t *testing.T) {
-	s := newServer(t, true)
-	p := Start(t, s.ln.Addr().String())
-	c := dial(t, p)
-	p.CutAfter(Down, 3)
-	write(t, c, "abcdef")
-	got, err := readEnd(t, c)
-	if got != "abc" || !isReset(err) {
-		t.Fatalf("client got %q, %v; want abc then a reset", got, err)
-	}
-	if got := s.received(0); got != "abcdef" {
-		t.Fatalf("server got %q, want everything (only down is cut)", got)
-	}
-}
-
 func TestCutAfterCountsAcrossChunks(t *testing.T) {
-	s := newServer(t, false)
-	p := Start(t, s.ln.Addr().String())
-	c := dial(t, p)
+	s, p, c := proxied(t, false)
 	p.CutAfter(Up, 6)
 	write(t, c, "abcd")
 	s.waitFor(t, "first chunk", func() bool { return s.gotL(0) == "abcd" })
@@ -407,8 +393,7 @@ func TestCutAllAndRefuse(t *testing.T) {
 	var cs []net.Conn
 	for range 3 {
 		c := dial(t, p)
-		write(t, c, "a")
-		readN(t, c, 1)
+		echo(t, c, "a")
 		cs = append(cs, c)
 	}
 	if n := p.CutAll(); n != 3 {
@@ -433,10 +418,7 @@ func TestCutAllAndRefuse(t *testing.T) {
 	}
 	p.Clear()
 	c := dial(t, p)
-	write(t, c, "b")
-	if got := readN(t, c, 1); got != "b" {
-		t.Fatalf("after Clear: %q", got)
-	}
+	echo(t, c, "b") // after Clear
 }
 
 func TestTargetDown(t *testing.T) {

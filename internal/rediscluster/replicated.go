@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -143,10 +144,12 @@ func (r *Replicated) WaitSynced(ctx context.Context) error {
 		if !strings.Contains(mInfo, "role:master") {
 			return fmt.Errorf("%s is not a master yet", master)
 		}
+		synced := map[string]bool{}
 		for _, n := range append([]*Node{r.Master}, r.Replicas...) {
 			if n.Addr == master || n.exited() {
 				continue
 			}
+			synced[n.Addr] = true
 			info, err := c.doString(ctx, n.Addr, "INFO", "replication")
 			if err != nil {
 				return fmt.Errorf("replica %s: %w", n.Addr, err)
@@ -177,11 +180,58 @@ func (r *Replicated) WaitSynced(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("sentinel %s: %w", s.Addr, err)
 			}
-			if list, _ := reps.([]any); len(list) < r.liveReplicas(master) {
+			list, _ := reps.([]any)
+			if len(list) < r.liveReplicas(master) {
 				return fmt.Errorf("sentinel %s knows %d replicas of %s", s.Addr, len(list), master)
+			}
+			// A Sentinel lists a replica as soon as the master's INFO names
+			// it, but promotes only one it has had an INFO reply from:
+			// until then SENTINEL FAILOVER answers NOGOODSLAVE.
+			for _, e := range list {
+				if why := unpromotable(e, synced); why != "" {
+					return fmt.Errorf("sentinel %s: %s", s.Addr, why)
+				}
 			}
 		}
 		return nil
+	})
+}
+
+// unpromotable returns why a Sentinel would not promote the replica that
+// one entry of SENTINEL REPLICAS describes, or "" (also when the entry is
+// not one of the synced replicas this check found in sync): flags other than
+// "slave", or no INFO reply from it yet (info-refresh is then the time
+// since the epoch).
+func unpromotable(entry any, synced map[string]bool) string {
+	kv, _ := entry.([]any)
+	f := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		f[fmt.Sprint(kv[i])] = fmt.Sprint(kv[i+1])
+	}
+	if !synced[f["ip"]+":"+f["port"]] {
+		return "" // a node that is stopped or not checked here
+	}
+	if f["flags"] != "slave" {
+		return fmt.Sprintf("replica %s:%s has flags %q", f["ip"], f["port"], f["flags"])
+	}
+	if ms, err := strconv.ParseInt(f["info-refresh"], 10, 64); err != nil || ms > 30000 {
+		return fmt.Sprintf("replica %s:%s: no recent INFO reply (info-refresh %q)", f["ip"], f["port"], f["info-refresh"])
+	}
+	return ""
+}
+
+// Failover asks the first Sentinel to fail the master over (SENTINEL
+// FAILOVER) and returns once it has started one. It sends again while
+// the Sentinel answers NOGOODSLAVE (its view of the replicas is older than
+// the test's), for up to 10 s; INPROG (a failover of the Sentinels' own
+// already runs) counts as started.
+func (r *Replicated) Failover(ctx context.Context) error {
+	return until(ctx, 10*time.Second, func() error {
+		_, err := (&Cluster{}).Do(ctx, r.Sentinels[0].Addr, "SENTINEL", "FAILOVER", MasterName)
+		if err != nil && strings.Contains(err.Error(), "INPROG") {
+			return nil
+		}
+		return err
 	})
 }
 

@@ -1,0 +1,89 @@
+package adaptertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// Wakes collects the wake-ups delivered to one subscriber: pass its Fn to
+// Subscribe.
+type Wakes struct{ ch chan backend.Wake }
+
+// NewWakes returns an empty collector.
+func NewWakes() *Wakes { return &Wakes{ch: make(chan backend.Wake, 1000)} }
+
+// Fn receives one wake-up. It panics when the buffer is full, which only
+// a test that never reads its wake-ups reaches.
+func (w *Wakes) Fn(x backend.Wake) {
+	select {
+	case w.ch <- x:
+	default:
+		panic("test wake buffer full")
+	}
+}
+
+// Next returns the next wake-up, failing after [Deadline].
+func (w *Wakes) Next(t testing.TB) backend.Wake {
+	t.Helper()
+	return w.NextMatching(t, "wake-up", func(backend.Wake) bool { return true })
+}
+
+// NextMatching returns the first wake-up that satisfies ok, skipping
+// others (e.g. a Wake{All} of a reconnect that raced the test's step).
+// It fails after [Deadline].
+func (w *Wakes) NextMatching(t testing.TB, what string, ok func(backend.Wake) bool) backend.Wake {
+	t.Helper()
+	deadline := time.After(Deadline)
+	for {
+		select {
+		case x := <-w.ch:
+			if ok(x) {
+				return x
+			}
+		case <-deadline:
+			t.Fatalf("no %s within %v", what, Deadline)
+			return backend.Wake{}
+		}
+	}
+}
+
+// Until returns the wake-ups delivered before the first one with the
+// given token (a marker published by the test), so that a test can state
+// that nothing else arrived without sleeping.
+func (w *Wakes) Until(t testing.TB, marker string) []backend.Wake {
+	t.Helper()
+	var got []backend.Wake
+	for {
+		x := w.Next(t)
+		if x.Token == marker {
+			return got
+		}
+		got = append(got, x)
+	}
+}
+
+// None fails if a wake-up arrives within d: d is a measuring window, not
+// a wait for something to happen.
+func (w *Wakes) None(t testing.TB, d time.Duration) {
+	t.Helper()
+	select {
+	case x := <-w.ch:
+		t.Fatalf("unexpected wake-up %+v", x)
+	case <-time.After(d):
+	}
+}
+
+// Drain returns the wake-ups delivered so far.
+func (w *Wakes) Drain() []backend.Wake {
+	var out []backend.Wake
+	for {
+		select {
+		case x := <-w.ch:
+			out = append(out, x)
+		default:
+			return out
+		}
+	}
+}

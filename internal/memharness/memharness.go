@@ -1,0 +1,102 @@
+// Package memharness is the conformance harness of memorybackend, which
+// the conformance package's self-test wraps in its deliberately broken
+// backends. It is test support: no library code imports it.
+package memharness
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/conformance"
+	"github.com/redislocker/lock/memorybackend"
+)
+
+// The harness's small limits, so that waiter-cap and purge-limit can fill
+// a queue; the suite's largest queue has 16 waiters.
+const (
+	MaxWaiters = 64
+	PurgeLimit = 8
+)
+
+// Harness makes backends on one Store: one Backend per "process".
+type Harness struct {
+	Store *memorybackend.Store
+	// Unwrap, when set, returns the memorybackend Backend inside a backend
+	// that NewBackend of an embedding harness made.
+	Unwrap func(t *testing.T, b backend.Backend) *memorybackend.Backend
+}
+
+var (
+	_ conformance.Harness          = (*Harness)(nil)
+	_ conformance.Expirer          = (*Harness)(nil)
+	_ conformance.StateChecker     = (*Harness)(nil)
+	_ conformance.Forgetter        = (*Harness)(nil)
+	_ conformance.NotifierDropper  = (*Harness)(nil)
+	_ conformance.SubscribeDelayer = (*Harness)(nil)
+	_ conformance.Limiter          = (*Harness)(nil)
+)
+
+// New returns a harness on a new Store with the harness's limits; uncapped
+// leaves the Store's waiter cap at its default, far above what Limits
+// states (for a backend that fails to enforce it).
+func New(uncapped bool) *Harness {
+	opts := &memorybackend.Options{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit}
+	if uncapped {
+		opts.MaxWaiters = 0
+	}
+	store, err := memorybackend.NewStore(opts)
+	if err != nil {
+		panic(fmt.Sprintf("memharness: %v", err)) // the options above are valid
+	}
+	return &Harness{Store: store}
+}
+
+// NewBackend returns a Backend of its own on the Store.
+func (h *Harness) NewBackend(t *testing.T) backend.Backend { return h.Store.NewBackend() }
+
+// Limits states the Store's caps, and that a wake-up reaches every
+// Backend with a waiter on the id (the Store has no inboxes).
+func (h *Harness) Limits() conformance.Limits {
+	return conformance.Limits{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit, WakesEveryProcess: true}
+}
+
+// ExpireNow ends id's lease with no wake-up, like a Redis key expiring.
+func (h *Harness) ExpireNow(t *testing.T, id string) { h.Store.ExpireNow(id) }
+
+// ForgetIdle drops id's entry if nothing in it is live.
+func (h *Harness) ForgetIdle(t *testing.T, id string) { h.Store.Forget(id) }
+
+// StateLeft reports id's live holder and waiters; the fence and ticket
+// counters are the documented ones that stay.
+func (h *Harness) StateLeft(t *testing.T, id string) []string {
+	var left []string
+	if tok, ok := h.Store.Holder(id); ok {
+		left = append(left, "holder "+tok)
+	}
+	for _, w := range h.Store.Waiters(id) {
+		left = append(left, "waiter "+w)
+	}
+	return left
+}
+
+// DropNotifier imitates a reconnect of b's wake-ups.
+func (h *Harness) DropNotifier(t *testing.T, b backend.Backend) { h.memory(t, b).DropNotifier() }
+
+// DelaySubscribe delays b's subscriptions.
+func (h *Harness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
+	h.memory(t, b).DelaySubscriptions(d)
+}
+
+// memory returns the memorybackend Backend that b is or wraps.
+func (h *Harness) memory(t *testing.T, b backend.Backend) *memorybackend.Backend {
+	if h.Unwrap != nil {
+		return h.Unwrap(t, b)
+	}
+	m, ok := b.(*memorybackend.Backend)
+	if !ok {
+		t.Fatalf("not a memorybackend Backend: %T", b)
+	}
+	return m
+}
