@@ -94,7 +94,7 @@ const (
 // deletes by itself once the id has been idle for the bound (an hour).
 func forgetIdle(t *testing.T, raw *redis.ClusterClient, ks keys.Keyspace, id string) {
 	k := ks.For(id)
-	if err := raw.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters).Err(); err != nil {
+	if err := raw.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters).Err(); err != nil {
 		t.Fatal(err)
 	}
 }

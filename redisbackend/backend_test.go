@@ -488,8 +488,8 @@ func TestTTLOnEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := e.keysOf(escapeForTest(e.prefix))
-	if len(all) != 4*len(ids)-1 {
-		t.Fatalf("keys = %v, want lock, q, dl, n for held ids and q, dl, n for the free one", all)
+	if len(all) != 5*len(ids)-1 {
+		t.Fatalf("keys = %v, want lock, q, dl, w, n for held ids and q, dl, w, n for the free one", all)
 	}
 	ks, _ := keys.New(e.prefix)
 	for key, pttl := range all {

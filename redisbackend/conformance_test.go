@@ -163,7 +163,7 @@ func (h *redisHarness) Limits() conformance.Limits {
 // deletes by itself once the id has been idle for the bound (an hour).
 func (h *redisHarness) ForgetIdle(t *testing.T, id string) {
 	k := h.ks.For(id)
-	if err := h.raw.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters).Err(); err != nil {
+	if err := h.raw.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters).Err(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -22,6 +22,9 @@
 //	q       zset    waiter token -> ticket (the server's clock  >= 3 x the longest WaiterTTL, set by
 //	                in µs, raised past the queue's last one)    enqueue and heartbeat; gone once empty
 //	dl      zset    waiter token -> deadline (ms, server TIME)  as q
+//	w       hash    waiter token -> "<lease ms>:<inbox>": the   as q
+//	                lease TTL a queued waiter asked for, and
+//	                where its wake-ups go ("": the channel)
 //	n       hash    "fence": the id's last fence; "rel": the    an hour, set by a grant about once per
 //	                token of its last release (a resent         half hour of grants, and by an extend or
 //	                release is answered as the first one was)   grant of a longer lease

@@ -171,7 +171,7 @@ func (h *harness) Limits() conformance.Limits {
 // deletes by itself once the id has been idle for the bound (an hour).
 func (h *harness) ForgetIdle(t *testing.T, id string) {
 	k := h.ks.For(id)
-	if err := h.raw.Do(ctx, h.raw.B().Del().Key(k.Lock, k.Queue, k.Deadlines, k.Counters).Build()).Error(); err != nil {
+	if err := h.raw.Do(ctx, h.raw.B().Del().Key(k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -93,7 +93,8 @@
 // is one script on one slot (Cluster works). The keys are
 // "<prefix>{<enc(id)>}:<suffix>" with these suffixes. lock: the holder's
 // token; TTL = the lease, relative PX. q and dl: the queue and its
-// deadlines; at least 3 x the longest WaiterTimeout, gone once empty. n:
+// deadlines; at least 3 x the longest WaiterTimeout, gone once empty. w:
+// the queued waiters' records ("<lease ms>:<inbox>"), as q. n:
 // "fence", the id's last fence, and "rel", the last release's token; an
 // hour, set by a grant about once per half hour of grants, and by an
 // extend or grant of a longer lease. wake: the pub/sub channel. Every key

@@ -49,6 +49,11 @@ const (
 	// every lease. (An older version kept it with no TTL and a "ticket"
 	// field; the scripts give it a TTL.)
 	SuffixCounters = "n"
+	// SuffixWaiters names the waiter records: a hash of waiter token ->
+	// "<lease TTL in ms>:<inbox>", the lease TTL a queued waiter asked for
+	// and where its wake-ups go (empty: the id's channel). A token has a
+	// record exactly while it is queued. TTL: as the queue's.
+	SuffixWaiters = "w"
 	// SuffixChannel names the pub/sub channel that carries wake-ups.
 	SuffixChannel = "wake"
 )
@@ -171,14 +176,15 @@ type ID struct {
 	Queue     string // zset: waiter token -> ticket
 	Deadlines string // zset: waiter token -> deadline in ms of the server's clock
 	Counters  string // hash: "fence", "rel"; TTL: see SuffixCounters
+	Waiters   string // hash: waiter token -> "<lease TTL in ms>:<inbox>"
 	Channel   string // pub/sub channel of wake-ups; payload: ":" or "<holder's TTL in ms>:", then the head's token
 }
 
-// For returns the key names of id. The five names share one allocation:
+// For returns the key names of id. The six names share one allocation:
 // every step builds them.
 func (k Keyspace) For(id string) ID {
 	enc := Encode(id)
-	suffixes := [...]string{SuffixLock, SuffixQueue, SuffixDeadlines, SuffixCounters, SuffixChannel}
+	suffixes := [...]string{SuffixLock, SuffixQueue, SuffixDeadlines, SuffixCounters, SuffixChannel, SuffixWaiters}
 	n := 0
 	for _, s := range suffixes {
 		n += len(k.prefix) + len(enc) + 3 + len(s)
@@ -202,7 +208,7 @@ func (k Keyspace) For(id string) ID {
 		}
 		return all[start:end[i]]
 	}
-	return ID{Lock: name(0), Queue: name(1), Deadlines: name(2), Counters: name(3), Channel: name(4)}
+	return ID{Lock: name(0), Queue: name(1), Deadlines: name(2), Counters: name(3), Channel: name(4), Waiters: name(5)}
 }
 
 // Base returns the part that every key of id starts with:

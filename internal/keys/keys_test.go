@@ -72,6 +72,7 @@ func TestPrefix(t *testing.T) {
 		Deadlines: "app:locks:{a%7Bb%7D}:dl",
 		Counters:  "app:locks:{a%7Bb%7D}:n",
 		Channel:   "app:locks:{a%7Bb%7D}:wake",
+		Waiters:   "app:locks:{a%7Bb%7D}:w",
 	}
 	if got != want {
 		t.Errorf("For = %+v, want %+v", got, want)
@@ -119,7 +120,7 @@ func FuzzEncode(f *testing.F) {
 			t.Fatalf("New(%q): %v", prefix, err)
 		}
 		ks := k.For(id)
-		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Channel} {
+		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Waiters, ks.Channel} {
 			if tag := hashTag(key); tag != enc {
 				t.Fatalf("hash tag of %q = %q, want %q", key, tag, enc)
 			}
@@ -174,7 +175,7 @@ func TestSlot(t *testing.T) {
 	for _, id := range []string{"order-42", "", "a{b}c", "%7B", "}{:lock"} {
 		ks := k.For(id)
 		want := SlotOf(id)
-		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Channel} {
+		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Waiters, ks.Channel} {
 			if got := Slot(key); got != want {
 				t.Errorf("Slot(%q) = %d, want SlotOf(%q) = %d", key, got, id, want)
 			}

@@ -122,7 +122,7 @@ func TestAcquireBatchGroups(t *testing.T) {
 				if call.Script.Name != want {
 					t.Fatalf("a call of %s, want %s", call.Script.Name, want)
 				}
-				if len(call.Keys) > 4*scripts.MaxAcquireBatch {
+				if len(call.Keys) > 5*scripts.MaxAcquireBatch {
 					t.Fatalf("a call of %d keys: more than %d ids", len(call.Keys), scripts.MaxAcquireBatch)
 				}
 				if !cluster {

@@ -56,12 +56,12 @@ func GroupAcquires(reqs []backend.AcquireRequest, bySlot bool, limit int) []*Acq
 
 // AcquireMany returns the KEYS and ARGV of one AcquireMany call for g.
 func (c Consts) AcquireMany(ks keys.Keyspace, g *AcquireGroup) (keys, args []string) {
-	keys = make([]string, 0, 4*len(g.Reqs))
+	keys = make([]string, 0, 5*len(g.Reqs))
 	args = make([]string, 0, 4+5*len(g.Reqs))
 	args = append(args, c.maxWaiters, c.purgeLimit, c.pub, c.tracking)
 	for _, r := range g.Reqs {
 		k := ks.For(r.ID)
-		keys = append(keys, k.Lock, k.Queue, k.Deadlines, k.Counters)
+		keys = append(keys, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters)
 		wait, wttl := "0", "0"
 		if r.Wait {
 			wait, wttl = "1", Millis(r.WaiterTTL)

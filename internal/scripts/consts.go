@@ -42,13 +42,13 @@ func (c Consts) Acquire(k keys.ID, req backend.AcquireRequest) (keys, args []str
 	if req.Wait {
 		wait, wttl = "1", Millis(req.WaiterTTL)
 	}
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters},
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters},
 		[]string{req.Token, Millis(req.TTL), wait, wttl, c.maxWaiters, c.purgeLimit, k.Channel, c.pub, c.tracking}
 }
 
 // Release returns the KEYS and ARGV of release.
 func (c Consts) Release(k keys.ID, token string) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, c.purgeLimit, k.Channel, c.pub}
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters}, []string{token, c.purgeLimit, k.Channel, c.pub}
 }
 
 // Extend returns the KEYS and ARGV of extend.
@@ -58,7 +58,7 @@ func (c Consts) Extend(k keys.ID, token string, ttl time.Duration) (keys, args [
 
 // Leave returns the KEYS and ARGV of leave.
 func (c Consts) Leave(k keys.ID, token string) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters}, []string{token, c.purgeLimit, k.Channel, c.pub}
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters}, []string{token, c.purgeLimit, k.Channel, c.pub}
 }
 
 // Heartbeat returns the KEYS and ARGV of heartbeat for tokens of one id
@@ -67,5 +67,5 @@ func (c Consts) Heartbeat(k keys.ID, tokens []string, waiterTTL time.Duration) (
 	args = make([]string, 0, 4+len(tokens))
 	args = append(args, Millis(waiterTTL), c.purgeLimit, k.Channel, c.pub)
 	args = append(args, tokens...)
-	return []string{k.Lock, k.Queue, k.Deadlines}, args
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters}, args
 }

@@ -67,7 +67,7 @@ func TestUncontendedCycleCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := ks.For("cycle")
-	t.Cleanup(func() { c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters) })
+	t.Cleanup(func() { c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters) })
 	for _, tc := range []struct {
 		name     string
 		tracking bool

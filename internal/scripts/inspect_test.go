@@ -30,7 +30,7 @@ func newOps(t *testing.T) *opsScripts {
 		t.Fatal(err)
 	}
 	k := ks.For("id")
-	t.Cleanup(func() { c.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters) })
+	t.Cleanup(func() { c.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters) })
 	return &opsScripts{t: t, c: c, k: k}
 }
 
@@ -74,9 +74,11 @@ func (o *opsScripts) state() string {
 			b.WriteString("|" + m.Member.(string))
 		}
 	}
-	h := o.c.HGetAll(ctx, o.k.Counters).Val()
-	for _, f := range slices.Sorted(maps.Keys(h)) {
-		b.WriteString("|" + f + "=" + h[f])
+	for _, k := range []string{o.k.Counters, o.k.Waiters} {
+		h := o.c.HGetAll(ctx, k).Val()
+		for _, f := range slices.Sorted(maps.Keys(h)) {
+			b.WriteString("|" + f + "=" + h[f])
+		}
 	}
 	return b.String()
 }

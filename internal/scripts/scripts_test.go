@@ -155,7 +155,7 @@ func TestScriptsValidateArgv(t *testing.T) {
 			t.Errorf("%s: got %v, want a LOCKBADARG error reply", tc.name, err)
 		}
 	}
-	if n := c.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters).Val(); n != 0 {
+	if n := c.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters).Val(); n != 0 {
 		t.Fatalf("bad input wrote %d keys", n)
 	}
 	// The good arguments pass validation.
@@ -213,7 +213,7 @@ func TestShardedWakeUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := ks.For("id")
-	t.Cleanup(func() { c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters) })
+	t.Cleanup(func() { c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters) })
 	classic := c.Subscribe(ctx, k.Channel)
 	defer classic.Close()
 	sharded := c.SSubscribe(ctx, k.Channel)

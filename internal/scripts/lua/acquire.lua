@@ -5,6 +5,7 @@
 -- KEYS[2] queue      zset: waiter token -> ticket
 -- KEYS[3] deadlines  zset: waiter token -> deadline (ms, server clock)
 -- KEYS[4] fence      hash: the id's last fence and release (see next_fence)
+-- KEYS[5] waiters    hash: waiter token -> "<lease ttl>:<inbox>" (see waiter_put)
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms
 -- ARGV[3] wait: "1" enqueues the requester when not granted, "0" does not
@@ -38,7 +39,7 @@ if not limit then return channel end -- the LOCKBADARG reply
 local tracking = flag(9)
 if tracking == nil then return bad_arg('tracking', 'must be 0 or 1') end
 
-local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], token, ttl, wait == '1', wttl,
+local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], token, ttl, wait == '1', wttl,
   max_waiters, limit, channel, publish, tracking)
 if not r then return fail('LOCKQUEUEFULL', 'the queue has ' .. full .. ' waiters') end
 return r

@@ -3,7 +3,7 @@
 -- must share a hash slot on Redis Cluster; a single server takes any. One
 -- id's full queue does not stop the others.
 --
--- KEYS[4i-3..4i] lock, queue, deadlines, fence of the i-th id
+-- KEYS[5i-4..5i] lock, queue, deadlines, fence, waiter records of the i-th id
 -- ARGV[1] max waiters per id
 -- ARGV[2] purge limit: most expired waiters removed per id
 -- ARGV[3] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
@@ -22,9 +22,9 @@ local publish, why = publish_cmd(3)
 if not publish then return bad_arg('publish', why) end
 local tracking = flag(4)
 if tracking == nil then return bad_arg('tracking', 'must be 0 or 1') end
-local n = #KEYS / 4
+local n = #KEYS / 5
 if n < 1 or n ~= math.floor(n) or #ARGV ~= 4 + 5 * n then
-  return bad_arg('keys', 'must be 4 keys and 5 arguments per id, for at least one id')
+  return bad_arg('keys', 'must be 5 keys and 5 arguments per id, for at least one id')
 end
 
 local reqs = {}
@@ -48,8 +48,8 @@ end
 
 local out = {}
 for i = 1, n do
-  local k, r = 4 * i, reqs[i]
-  local g = acquire_step(KEYS[k - 3], KEYS[k - 2], KEYS[k - 1], KEYS[k], r[1], r[2], r[3], r[4],
+  local k, r = 5 * i, reqs[i]
+  local g = acquire_step(KEYS[k - 4], KEYS[k - 3], KEYS[k - 2], KEYS[k - 1], KEYS[k], r[1], r[2], r[3], r[4],
     max_waiters, limit, r[5], publish, tracking)
   if g then
     out[#out + 1] = 0

@@ -4,7 +4,8 @@
 --
 -- Keys of the id: lock (string: the owner token; its TTL is the lease),
 -- q (zset: waiter token -> ticket), d (zset: waiter token -> deadline, ms
--- of the server's clock), n (hash: the last fence, see next_fence).
+-- of the server's clock), n (hash: the last fence, see next_fence), w
+-- (hash: the waiter records, see waiter_put).
 -- The arguments are validated by the caller.
 --
 -- tracking: read the lock key again after writing it. A client-side-
@@ -26,7 +27,7 @@ local function next_ticket(q, us)
   return us
 end
 
-local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, limit, channel, publish, tracking)
+local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiters, limit, channel, publish, tracking)
   -- Fast path: no queue key (no waiter, live or dead) and a free lock.
   -- This is the whole uncontended case: EXISTS, SET NX PX, TIME, HGET,
   -- HSET.
@@ -59,7 +60,7 @@ local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, 
   local head_before = head_of(q)
   local us = now_us()
   local now = math.floor(us / 1000)
-  purge(q, d, now, limit)
+  purge(q, d, w, now, limit)
 
   local mine = redis.call('ZSCORE', q, token)
   if mine then
@@ -68,17 +69,13 @@ local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, 
     -- queued.
     local deadline = tonumber(redis.call('ZSCORE', d, token))
     if not deadline or deadline <= now then
-      redis.call('ZREM', q, token)
-      redis.call('ZREM', d, token)
+      unqueue(q, d, w, token)
       mine = false
     end
   end
   local head = head_of(q)
   if not holder and (not head or head == token) then
-    if mine then
-      redis.call('ZREM', q, token)
-      redis.call('ZREM', d, token)
-    end
+    if mine then unqueue(q, d, w, token) end
     local fence = next_fence(n, ttl, us)
     redis.call('SET', lock, token, 'PX', ttl)
     if tracking then redis.call('PTTL', lock) end
@@ -104,7 +101,8 @@ local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, 
       if not head then head = token end
     end
     redis.call('ZADD', d, now + wttl, token)
-    keep_queue(q, d, QUEUE_TTL_FACTOR * wttl)
+    waiter_put(w, token, ttl)
+    keep_queue(q, d, w, QUEUE_TTL_FACTOR * wttl)
   end
 
   -- The purge removed the head: wake the new head, or, while the lock is

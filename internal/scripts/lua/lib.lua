@@ -103,13 +103,48 @@ local function head_of(q)
   return h[1] or false
 end
 
+-- The waiter record w is a hash: waiter token -> "<lease ttl ms>:<inbox>",
+-- the lease TTL the waiter asked for and where its wake-ups go ("" for
+-- the id's channel). A token has a record exactly while it is in the
+-- queue: every step that removes a token from q removes its record too.
+
+-- waiter_put records a queued waiter's lease TTL (ms) and inbox.
+local function waiter_put(w, token, ttl, inbox)
+  redis.call('HSET', w, token, int(ttl) .. ':' .. (inbox or ''))
+end
+
+-- waiter_del removes the records of the tokens in list.
+local function waiter_del(w, list)
+  if #list > 0 then redis.call('HDEL', w, unpack(list)) end
+end
+
+-- waiter_get returns a waiter's lease TTL (ms) and inbox, or nil when it
+-- has no record (or a malformed one).
+local function waiter_get(w, token)
+  local v = redis.call('HGET', w, token)
+  if not v then return nil end
+  local ttl, inbox = string.match(v, '^([1-9][0-9]*):(.*)$')
+  if not ttl then return nil end
+  return tonumber(ttl), inbox
+end
+
+-- unqueue removes token from the queue, its deadline and its record.
+local function unqueue(q, d, w, token)
+  local n = redis.call('ZREM', q, token)
+  redis.call('ZREM', d, token)
+  redis.call('HDEL', w, token)
+  return n
+end
+
 -- purge removes the waiters whose deadline has passed (deadline <= now),
--- at most limit of them, from both sets, and returns how many it removed.
-local function purge(q, d, now, limit)
+-- at most limit of them, from both sets and the records, and returns how
+-- many it removed.
+local function purge(q, d, w, now, limit)
   local dead = redis.call('ZRANGEBYSCORE', d, '-inf', now, 'LIMIT', 0, limit)
   if #dead > 0 then
     redis.call('ZREM', d, unpack(dead))
     redis.call('ZREM', q, unpack(dead))
+    waiter_del(w, dead)
   end
   return #dead
 end
@@ -120,18 +155,23 @@ local QUEUE_TTL_FACTOR = 3
 
 -- wake_live_head purges the expired waiters (at most limit) and wakes the
 -- head that is left, if any: a lock just freed goes to a live waiter.
-local function wake_live_head(q, d, limit, publish, channel)
-  purge(q, d, now_ms(), limit)
+local function wake_live_head(q, d, w, limit, publish, channel)
+  purge(q, d, w, now_ms(), limit)
   local head = head_of(q)
   if head then wake(publish, channel, head) end
 end
 
--- keep_queue makes both queue keys live at least ttl more milliseconds; it
--- never shortens their TTL (another process may use a longer waiter TTL).
-local function keep_queue(q, d, ttl)
+-- keep_queue makes the queue keys (q, d and the records w) live at least
+-- ttl more milliseconds; it never shortens a TTL (another process may use
+-- a longer waiter TTL). w is checked on its own: its first record may be
+-- newer than the queue's TTL.
+local function keep_queue(q, d, w, ttl)
   if redis.call('PTTL', q) < ttl then
     redis.call('PEXPIRE', q, ttl)
     redis.call('PEXPIRE', d, ttl)
+  end
+  if redis.call('PTTL', w) < ttl then
+    redis.call('PEXPIRE', w, ttl)
   end
 end
 
