@@ -78,7 +78,7 @@ func Validate(name string, o Options) (Config, error) {
 			return Config{}, fmt.Errorf("%s: Options.WaitTimeout %v is below WAIT's resolution of 1ms", name, c.waitTimeout)
 		}
 	}
-	c.consts = scripts.NewConsts(c.maxWaiters, c.purgeLimit, c.publish, false)
+	c.consts = scripts.NewConsts(c.maxWaiters, c.purgeLimit, c.publish)
 	c.process = newProcess()
 	return c, nil
 }
@@ -116,9 +116,6 @@ func (c Config) WithTracking() Config {
 	c.tracking = true
 	return c
 }
-
-// Tracking reports whether c is for a tracking connection (WithTracking).
-func (c Config) Tracking() bool { return c.tracking }
 
 // Keyspace returns the key names in use.
 func (c Config) Keyspace() keys.Keyspace { return c.ks }

@@ -21,10 +21,6 @@ type Hooks struct {
 	// by the next command on it. Every step is idempotent by token
 	// (release through the scripts' "rel" field), so a resend is safe.
 	ResendBroken bool
-	// OnWrite is told of the adapter's own writes: after a Release that
-	// may have freed id (all false), and after a Leave that may have
-	// changed id's queue (all true).
-	OnWrite func(id string, all bool)
 }
 
 // Steps are the backend steps of a Redis adapter: backend.Lock,
@@ -161,9 +157,6 @@ func (s *Steps) release(ctx context.Context, id, token string) error {
 			err = first
 		}
 	}
-	if s.hooks.OnWrite != nil && !errors.Is(err, backend.ErrNotHeld) {
-		s.hooks.OnWrite(id, false) // released, or maybe (unknown outcome)
-	}
 	return err
 }
 
@@ -223,19 +216,9 @@ func (s *Steps) Leave(ctx context.Context, id, token string) error {
 	}
 	r, err := s.run(ctx, s.leaveCall(id, token))
 	if err != nil {
-		s.wrote(id, true, err)
 		return err
 	}
-	changed, err := s.leaveResult(r)
-	s.wrote(id, changed, err)
-	return err
-}
-
-// wrote tells OnWrite of a Leave of id that changed its queue or failed.
-func (s *Steps) wrote(id string, changed bool, err error) {
-	if s.hooks.OnWrite != nil && (changed || err != nil) {
-		s.hooks.OnWrite(id, true)
-	}
+	return s.leaveResult(r)
 }
 
 // Heartbeat runs the heartbeat script once per id (the waiters of one id
@@ -334,16 +317,11 @@ func (s *Steps) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error 
 	}
 	res, err := s.runAll(ctx, calls)
 	if err != nil {
-		for _, w := range waiters {
-			s.wrote(w.ID, true, err)
-		}
 		return err
 	}
 	var first error
-	for i, r := range res {
-		changed, err := s.leaveResult(r)
-		s.wrote(waiters[i].ID, changed, err)
-		if err != nil && first == nil {
+	for _, r := range res {
+		if err := s.leaveResult(r); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -357,14 +335,14 @@ func (s *Steps) acquireResult(r Reply) (backend.Grant, error) {
 	return scripts.ParseAcquire(r.Ints)
 }
 
-// leaveResult reports whether a leave removed an entry or released the
-// lock.
-func (s *Steps) leaveResult(r Reply) (changed bool, err error) {
+// leaveResult checks a leave's reply (2 integers: whether it removed an
+// entry, whether it released the lock).
+func (s *Steps) leaveResult(r Reply) error {
 	if err := s.replyErr(r.Err); err != nil {
-		return false, err
+		return err
 	}
 	if len(r.Ints) != 2 {
-		return false, fmt.Errorf("%s: leave replied %d values, want 2", s.cfg.name, len(r.Ints))
+		return fmt.Errorf("%s: leave replied %d values, want 2", s.cfg.name, len(r.Ints))
 	}
-	return r.Ints[0] != 0 || r.Ints[1] != 0, nil
+	return nil
 }

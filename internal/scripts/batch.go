@@ -65,8 +65,8 @@ func (c Consts) AcquireMany(ks keys.Keyspace, g *AcquireGroup) (keys, args []str
 // InboxAddress; "" for each id's channel).
 func (c Consts) AcquireManyTo(ks keys.Keyspace, g *AcquireGroup, inbox string) (keys, args []string) {
 	keys = make([]string, 0, 5*len(g.Reqs))
-	args = make([]string, 0, 5+5*len(g.Reqs))
-	args = append(args, c.maxWaiters, c.purgeLimit, c.pub, c.tracking)
+	args = make([]string, 0, 4+5*len(g.Reqs))
+	args = append(args, c.maxWaiters, c.purgeLimit, c.pub)
 	for _, r := range g.Reqs {
 		k := ks.For(r.ID)
 		keys = append(keys, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters)

@@ -10,29 +10,19 @@ import (
 
 // Consts builds the KEYS and ARGV of every script for one Backend, with
 // the Backend's constant arguments (max waiters, purge limit, wake-up
-// command, tracking) formatted once instead of on every call.
+// command) formatted once instead of on every call.
 type Consts struct {
 	maxWaiters string
 	purgeLimit string
 	pub        string
-	tracking   string
 }
 
-// NewConsts returns the Consts of a Backend. tracking makes the scripts
-// read the lock key again after writing it, one command more per grant
-// and per extend, for a connection that tracks the keys it reads (a
-// NOLOOP client stops tracking a key it writes). No adapter needs it any
-// more: the rueidis tracking mode tracks its inbox keys only.
-func NewConsts(maxWaiters, purgeLimit int, pub Publish, tracking bool) Consts {
-	t := "0"
-	if tracking {
-		t = "1"
-	}
+// NewConsts returns the Consts of a Backend.
+func NewConsts(maxWaiters, purgeLimit int, pub Publish) Consts {
 	return Consts{
 		maxWaiters: strconv.Itoa(maxWaiters),
 		purgeLimit: strconv.Itoa(purgeLimit),
 		pub:        string(pub),
-		tracking:   t,
 	}
 }
 
@@ -51,7 +41,7 @@ func (c Consts) AcquireTo(k keys.ID, req backend.AcquireRequest, inbox string) (
 		wait, wttl = "1", Millis(req.WaiterTTL)
 	}
 	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters},
-		[]string{req.Token, Millis(req.TTL), wait, wttl, c.maxWaiters, c.purgeLimit, k.Channel, c.pub, c.tracking, inbox}
+		[]string{req.Token, Millis(req.TTL), wait, wttl, c.maxWaiters, c.purgeLimit, k.Channel, c.pub, inbox}
 }
 
 // Release returns the KEYS and ARGV of release.
@@ -61,7 +51,7 @@ func (c Consts) Release(k keys.ID, token string) (keys, args []string) {
 
 // Extend returns the KEYS and ARGV of extend.
 func (c Consts) Extend(k keys.ID, token string, ttl time.Duration) (keys, args []string) {
-	return []string{k.Lock, k.Counters}, []string{token, Millis(ttl), c.tracking}
+	return []string{k.Lock, k.Counters}, []string{token, Millis(ttl)}
 }
 
 // Leave returns the KEYS and ARGV of leave.

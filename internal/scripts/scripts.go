@@ -21,18 +21,13 @@
 //     the id's last fence (kept in the fence key, see package keys); a
 //     retried grant is a no-op that reports the lease. Otherwise, with
 //     wait, enqueue with a new ticket (or keep the ticket) and set the
-//     waiter's deadline by the server's TIME. Reads the lock key in the
-//     same step (on the slow path) and, with the tracking flag, again
-//     after a grant's write, for client-side-caching adapters (a NOLOOP
-//     tracking client stops tracking a key it writes until it reads it
-//     again).
+//     waiter's deadline by the server's TIME.
 //   - acquire_many: acquire's step for many ids in one call (one hash
 //     slot on Redis Cluster), at most [MaxAcquireBatch] of them.
 //   - release: compare-and-delete, mark the release in the fence key (so a
 //     resent release is answered as done), purge, wake the head.
 //   - extend: compare-and-PEXPIRE, keep the fence key alive as long as the
-//     lease, then (with tracking) read the key again; never re-creates an
-//     expired lock.
+//     lease; never re-creates an expired lock.
 //   - leave: remove the token's entry, release the lock if the token holds
 //     it, purge, and wake the new head when the lock is free and the head
 //     changed or the lock was released.

@@ -15,7 +15,7 @@ import (
 func (o *opsScripts) acquireTTL(token string, ttl time.Duration, wait bool) backend.Grant {
 	o.t.Helper()
 	req := backend.AcquireRequest{ID: "id", Token: token, TTL: ttl, Wait: wait, WaiterTTL: time.Minute}
-	k, a := NewConsts(100, 100, Classic, false).Acquire(o.k, req)
+	k, a := NewConsts(100, 100, Classic).Acquire(o.k, req)
 	r, err := o.eval(Acquire, k, a).Int64Slice()
 	if err != nil {
 		o.t.Fatal(err)
@@ -67,7 +67,7 @@ func TestWaiterRecordFollowsTheQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cs := NewConsts(100, 100, Classic, false)
+	cs := NewConsts(100, 100, Classic)
 
 	o.acquireTTL("H", time.Minute, false)
 	o.acquireTTL("W1", time.Minute, true)

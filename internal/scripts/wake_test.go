@@ -45,7 +45,7 @@ func TestHeadChangeWhileHeldTellsNewHead(t *testing.T) {
 	o.acquire("W", true)
 	o.acquire("X", true)
 	o.acquire("Y", true)
-	k, a := NewConsts(100, 100, Classic, false).Release(o.k, "H")
+	k, a := NewConsts(100, 100, Classic).Release(o.k, "H")
 	if err := o.eval(Release, k, a).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestHeadChangeWhileHeldTellsNewHead(t *testing.T) {
 	o.acquire("W", true) // granted: X is the head now
 	told("the grant to W", next("the grant to W"), "X", time.Minute)
 	o.acquire("Z", true) // behind the head: nobody is told
-	k, a = NewConsts(100, 100, Classic, false).Leave(o.k, "X")
+	k, a = NewConsts(100, 100, Classic).Leave(o.k, "X")
 	if err := o.eval(Leave, k, a).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -64,13 +64,13 @@ func TestHeadChangeWhileHeldTellsNewHead(t *testing.T) {
 	if err := o.c.ZAdd(ctx, o.k.Deadlines, redis.Z{Score: 1, Member: "Y"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	k, a = NewConsts(100, 100, Classic, false).Heartbeat(o.k, []string{"Z"}, time.Minute)
+	k, a = NewConsts(100, 100, Classic).Heartbeat(o.k, []string{"Z"}, time.Minute)
 	if err := o.eval(Heartbeat, k, a).Err(); err != nil {
 		t.Fatal(err)
 	}
 	told("the purge of Y by a heartbeat", next("the purge of Y"), "Z", time.Minute)
 	// W releases, Z is woken and granted with nobody left: one message.
-	k, a = NewConsts(100, 100, Classic, false).Release(o.k, "W")
+	k, a = NewConsts(100, 100, Classic).Release(o.k, "W")
 	if err := o.eval(Release, k, a).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,7 @@
 -- ARGV[6] purge limit: most expired waiters removed by this step
 -- ARGV[7] wake-up channel
 -- ARGV[8] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
--- ARGV[9] tracking: "1" reads the lock key again after writing it (for a
---         client-side-caching connection), "0" or absent does not
--- ARGV[10] the requester's inbox, where its wake-ups go while it is
+-- ARGV[9] the requester's inbox, where its wake-ups go while it is
 --         queued: "" or absent for the id's channel (see inbox_arg)
 --
 -- Reply: {acquired, fence, ttl, holder_ttl, queued, ticket, head}, all
@@ -38,12 +36,10 @@ local max_waiters = posint(5)
 if not max_waiters then return bad_arg('max_waiters', 'must be a positive integer') end
 local limit, channel, publish = wake_args(6)
 if not limit then return channel end -- the LOCKBADARG reply
-local tracking = flag(9)
-if tracking == nil then return bad_arg('tracking', 'must be 0 or 1') end
-local inbox, why = inbox_arg(10)
+local inbox, why = inbox_arg(9)
 if not inbox then return bad_arg('inbox', why) end
 
 local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], token, ttl, wait == '1', wttl,
-  max_waiters, limit, channel, publish, tracking, inbox)
+  max_waiters, limit, channel, publish, inbox)
 if not r then return fail('LOCKQUEUEFULL', 'the queue has ' .. full .. ' waiters') end
 return r

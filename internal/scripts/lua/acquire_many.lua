@@ -7,10 +7,9 @@
 -- ARGV[1] max waiters per id
 -- ARGV[2] purge limit: most expired waiters removed per id
 -- ARGV[3] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
--- ARGV[4] tracking: "1" reads a lock key again after writing it
--- ARGV[5i..5i+4] of the i-th id: token, lease TTL in ms, wait ("0"/"1"),
+-- ARGV[5i-1..5i+3] of the i-th id: token, lease TTL in ms, wait ("0"/"1"),
 --         waiter TTL in ms (read only when wait is "1"), wake-up channel
--- ARGV[5n+5] (optional) the requesters' inbox (see inbox_arg): the ids of
+-- ARGV[5n+4] (optional) the requesters' inbox (see inbox_arg): the ids of
 --         one call share a hash slot on Redis Cluster, and so the inbox
 --         (one per slot) of their process
 --
@@ -23,16 +22,14 @@ local limit = posint(2, 100000)
 if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
 local publish, why = publish_cmd(3)
 if not publish then return bad_arg('publish', why) end
-local tracking = flag(4)
-if tracking == nil then return bad_arg('tracking', 'must be 0 or 1') end
 local n = #KEYS / 5
-if n < 1 or n ~= math.floor(n) or (#ARGV ~= 4 + 5 * n and #ARGV ~= 5 + 5 * n) then
+if n < 1 or n ~= math.floor(n) or (#ARGV ~= 3 + 5 * n and #ARGV ~= 4 + 5 * n) then
   return bad_arg('keys', 'must be 5 keys and 5 arguments per id, for at least one id')
 end
 
 local reqs = {}
 for i = 1, n do
-  local a = 5 * i
+  local a = 5 * i - 1
   local token = ARGV[a]
   if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
   local ttl = posint(a + 1)
@@ -48,14 +45,14 @@ for i = 1, n do
   if #channel == 0 then return bad_arg('channel', 'must not be empty') end
   reqs[i] = {token, ttl, wait == '1', wttl, channel}
 end
-local inbox, bad = inbox_arg(5 * n + 5)
+local inbox, bad = inbox_arg(5 * n + 4)
 if not inbox then return bad_arg('inbox', bad) end
 
 local out = {}
 for i = 1, n do
   local k, r = 5 * i, reqs[i]
   local g = acquire_step(KEYS[k - 4], KEYS[k - 3], KEYS[k - 2], KEYS[k - 1], KEYS[k], r[1], r[2], r[3], r[4],
-    max_waiters, limit, r[5], publish, tracking, inbox)
+    max_waiters, limit, r[5], publish, inbox)
   if g then
     out[#out + 1] = 0
     for j = 1, 7 do out[#out + 1] = g[j] end

@@ -9,11 +9,6 @@
 -- see inbox_arg).
 -- The arguments are validated by the caller.
 --
--- tracking: read the lock key again after writing it. A client-side-
--- caching client with NOLOOP is not told of its own write, and Redis stops
--- tracking the key for it, so this read is what keeps its other waiters
--- told of the lease's end. Only such a client needs it.
---
 -- Returns {acquired, fence, ttl, holder_ttl, queued, ticket, head} or, when
 -- the queue is full, nil and the number of waiters.
 
@@ -28,19 +23,15 @@ local function next_ticket(q, us)
   return us
 end
 
-local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiters, limit, channel, publish, tracking, inbox)
+local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiters, limit, channel, publish, inbox)
   -- Fast path: no queue key (no waiter, live or dead) and a free lock.
   -- This is the whole uncontended case: EXISTS, SET NX PX, TIME, HGET,
   -- HSET.
   if redis.call('EXISTS', q) == 0 and redis.call('SET', lock, token, 'NX', 'PX', ttl) then
     local fence = next_fence(n, ttl)
-    if tracking then redis.call('PTTL', lock) end
     return {1, fence, ttl, 0, 0, 0, 0}
   end
 
-  -- Reading the lock key here, in the same step as the try, is what lets
-  -- a client-side-caching adapter track it with no gap before an
-  -- invalidation.
   local holder = redis.call('GET', lock)
   if holder == token then
     -- A retried grant: report the lease as it is (S6). The fence key's
@@ -79,7 +70,6 @@ local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiter
     if mine then unqueue(q, d, w, token) end
     local fence = next_fence(n, ttl, us)
     redis.call('SET', lock, token, 'PX', ttl)
-    if tracking then redis.call('PTTL', lock) end
     -- The next waiter is the head now: tell it when this lease ends, as
     -- the lease may end without a release.
     local next = mine and head_of(q)

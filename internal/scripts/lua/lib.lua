@@ -174,14 +174,21 @@ local function send(publish, channel, w, head, payload)
   redis.call(publish, channel, payload)
 end
 
--- wake sends a wake-up for the waiter head (see send). Its payload is the
--- head's token after a colon: ":<token>" asks the head to re-check now.
--- With holder_ttl (ms), "<holder_ttl>:<token>" tells it that it became the
--- head while the lock is held, and when the lease ends.
-local function wake(publish, channel, w, head, holder_ttl)
+-- wake_payload builds the payload of every wake-up, for the waiter head
+-- (the one place that does; internal/wakefns parses it):
+--   ":<token>"  re-check now;
+--   "<holder_ttl>:<token>"  the token became the head while the lock is
+--     held, and the lease ends in holder_ttl ms.
+local function wake_payload(head, holder_ttl)
   local ttl = ''
   if holder_ttl then ttl = int(holder_ttl) end
-  send(publish, channel, w, head, ttl .. ':' .. head)
+  return ttl .. ':' .. head
+end
+
+-- wake sends a wake-up for the waiter head where its process listens (see
+-- send and wake_payload).
+local function wake(publish, channel, w, head, holder_ttl)
+  send(publish, channel, w, head, wake_payload(head, holder_ttl))
 end
 
 -- purge removes the waiters whose deadline has passed (deadline <= now),
@@ -259,13 +266,4 @@ local function next_fence(n, ttl, us)
     redis.call('PEXPIRE', n, fence_keep(ttl))
   end
   return f
-end
-
--- flag returns ARGV[i] as a boolean: "1" is true, "0" or no argument is
--- false; anything else is nil (invalid).
-local function flag(i)
-  local v = ARGV[i]
-  if v == nil or v == '0' then return false end
-  if v == '1' then return true end
-  return nil
 end
