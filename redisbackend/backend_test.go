@@ -124,7 +124,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Only the head is woken: B, then the test's marker.
-	e.raw.Publish(ctx, other.Inbox("q"), inboxMsg("q", "marker"))
+	e.raw.Publish(ctx, other.Inbox("q"), adaptertest.InboxMsg("q", "marker"))
 	if got := w.Until(t, "marker"); len(got) != 1 || got[0] != (backend.Wake{ID: "q", Token: "B"}) {
 		t.Fatalf("wake-ups after release = %+v, want only {q B}", got)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/adaptertest"
-	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redistest"
 )
 
@@ -43,13 +42,6 @@ func (e *env) commandCalls(cmd string) int64 {
 	return 0
 }
 
-// inboxMsg returns the message a script sends to the inbox of a waiter of
-// id, with the payload the id's channel would carry.
-func inboxMsg(id, payload string) string {
-	enc := keys.Encode(id)
-	return fmt.Sprintf("%d:%s%s", len(enc), enc, payload)
-}
-
 // TestSubscribeIsConfirmed: a message published by another client right
 // after a Backend's first Subscribe returns is delivered, every time:
 // Subscribe waits for the server's confirmation of the inbox channel.
@@ -63,7 +55,7 @@ func TestSubscribeIsConfirmed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := e.raw.Publish(ctx, b.Inbox(id), inboxMsg(id, ":tok")).Val(); n != 1 {
+		if n := e.raw.Publish(ctx, b.Inbox(id), adaptertest.InboxMsg(id, ":tok")).Val(); n != 1 {
 			t.Fatalf("round %d: PUBLISH right after Subscribe reached %d subscribers, want 1", i, n)
 		}
 		if x := w.Next(t); x != (backend.Wake{ID: id, Token: "tok"}) {
@@ -121,8 +113,8 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	if e.numSub(b.keyNames("x").Channel) != 0 || e.numSub(b.keyNames("y").Channel) != 0 {
 		t.Fatal("an id's channel is subscribed: wake-ups of this Backend come to its inbox")
 	}
-	e.raw.Publish(ctx, inbox, inboxMsg("x", ":T1"))
-	e.raw.Publish(ctx, inbox, inboxMsg("y", ":T2"))
+	e.raw.Publish(ctx, inbox, adaptertest.InboxMsg("x", ":T1"))
+	e.raw.Publish(ctx, inbox, adaptertest.InboxMsg("y", ":T2"))
 	if a, b := w1.Next(t), w2.Next(t); a != (backend.Wake{ID: "x", Token: "T1"}) || b != a {
 		t.Fatalf("wakes of x = %+v, %+v", a, b)
 	}
@@ -131,7 +123,7 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	}
 	c1()
 	c1() // idempotent
-	e.raw.Publish(ctx, inbox, inboxMsg("x", ":T3"))
+	e.raw.Publish(ctx, inbox, adaptertest.InboxMsg("x", ":T3"))
 	if x := w2.Next(t); x.Token != "T3" {
 		t.Fatalf("remaining subscriber of x got %+v", x)
 	}
@@ -201,7 +193,7 @@ func TestReconnectWakesAll(t *testing.T) {
 	if x := wb.Next(t); x != (backend.Wake{ID: "rb", All: true}) {
 		t.Fatalf("wake of rb after reconnect = %+v, want All", x)
 	}
-	e.raw.Publish(ctx, b.Inbox("ra"), inboxMsg("ra", ":after"))
+	e.raw.Publish(ctx, b.Inbox("ra"), adaptertest.InboxMsg("ra", ":after"))
 	if x := wa.Next(t); x != (backend.Wake{ID: "ra", Token: "after"}) {
 		t.Fatalf("wake after reconnect = %+v", x)
 	}

@@ -419,10 +419,9 @@ func IdleWaitersOnlyHeartbeat(t *testing.T, a Adapter) {
 // wait, one in another process (the head) and one in its own, never wakes
 // itself: its process sends the extends and nothing else (no loop of
 // invalidation, re-read, invalidation; its own waiter is not told of its
-// own extends). The head in the other process is told of each extend in
-// Tracking mode (a change of the lock key it tracks) and re-checks once per
-// extend, besides its holder timer: a bounded number of commands per
-// extend, not a loop either.
+// own extends). No wake-up tells of an extend, in any mode: the head in
+// the other process re-checks only when its holder timer fires, at most
+// once per extend, not a loop either.
 func ExtendNoLoop(t *testing.T, a Adapter) {
 	p := twoLockers(t, a)
 	const id = "noloop"
@@ -479,12 +478,9 @@ func ExtendNoLoop(t *testing.T, a Adapter) {
 	}
 	// Counted while the extends ran: the remote head re-checks when its
 	// holder timer fires (at most once per extend, since each extend pushes
-	// the expiry out) and, in Tracking mode, once per extend it is told of.
+	// the expiry out).
 	nExt := len(names)
 	limit := nExt + 1
-	if a.Tracking {
-		limit = 2*nExt + 1
-	}
 	if remoteCmds > limit {
 		t.Fatalf("the remote waiter's process sent %d commands during %d extends (%s), want at most %d", remoteCmds, nExt, remoteNames, limit)
 	}
