@@ -93,7 +93,8 @@
 //     channel or key of its process, when it queues, and send there); one
 //     that reaches every process subscribed to the id, at most once each,
 //     is correct too (the core routes it to the named waiter), at the cost
-//     of a delivery per waiting process. A lease
+//     of a delivery per waiting process (conformance.Limits
+//     .WakesEveryProcess states it). A lease
 //     that expires without a release need not notify: the core keeps a
 //     timer at the holder's remaining TTL, once it knows it is the head.
 //     So every step that changes the head while the lock is held (a grant
@@ -109,9 +110,12 @@
 //     reference-counted subscription per backend, never a connection per
 //     waiter. Once the backend's own channel (its inbox) is subscribed,
 //     Subscribe of another id may be a local registration with no I/O. A
-//     backend whose wake-ups come from tracking a key read by the
-//     step itself (client-side caching invalidations) may make Subscribe a
-//     registration only: the core always runs a waiting Acquire after
+//     backend whose wake-ups wait in a store it reads when told (the
+//     rueidis tracking mode: a list key per process, tracked from the
+//     connection's start, drained on its invalidation) may make Subscribe
+//     a registration only: a wake-up sent before the process looked is
+//     still there. So may one whose wake-ups come from tracking a key the
+//     step itself reads: the core always runs a waiting Acquire after
 //     Subscribe and before it relies on wake-ups, and that step's read
 //     starts the tracking. When the connection is re-established, deliver
 //     Wake{ID: id, All: true} for every subscribed id so that every local

@@ -32,7 +32,9 @@ type Options struct {
 	// from: addresses, credentials, TLS, Sentinel, timeouts. New overrides
 	// the fields that client-side caching depends on (see the package doc).
 	// They are OnInvalidations (yours, if set, is still called after the
-	// Backend's), ClientTrackingOptions (["NOLOOP"]), PipelineMultiplex (-1:
+	// Backend's; it sees the invalidations of the Backend's inbox keys
+	// only), ClientTrackingOptions (["BCAST", "PREFIX", <the Backend's inbox
+	// prefix>, "NOLOOP"]), PipelineMultiplex (-1:
 	// one connection per node), DisableAutoPipelining and AlwaysRESP2
 	// (false), and BlockingPipeline (no limit: batches stay on that
 	// connection).
@@ -89,11 +91,13 @@ type Mode int
 
 const (
 	// Tracking wakes waiters by client-side-caching invalidations of the
-	// lock keys, on the Backend's own connection (CLIENT TRACKING ON
-	// NOLOOP, RESP3).
+	// Backend's inbox keys, which the scripts write the head's wake-ups
+	// to, on the Backend's own connection (CLIENT TRACKING ON BCAST PREFIX
+	// ... NOLOOP, RESP3).
 	Tracking Mode = iota + 1
-	// PubSub wakes waiters by the scripts' PUBLISH of the head's token, on
-	// one dedicated pub/sub connection of the client.
+	// PubSub wakes waiters by the scripts' PUBLISH of the head's token on
+	// the Backend's inbox channel, on one dedicated pub/sub connection of
+	// the client.
 	PubSub
 )
 
@@ -115,12 +119,8 @@ type steps = redisstep.Steps
 
 // Backend is a backend.Backend on Redis through rueidis. It also
 // implements backend.Batcher and backend.Resolver. It is safe for
-// concurrent use; one Backend is one "process" of the lock protocol.
-//
-// In Tracking mode Acquire's read of the lock key makes the connection
-// track it, in the same atomic step as the failed try. Release and a Leave
-// that removed something also wake this Backend's own waiters of the id,
-// which NOLOOP keeps from hearing them.
+// concurrent use; one Backend is one "process" of the lock protocol, with
+// an inbox of its own that its waiters' wake-ups come to.
 type Backend struct {
 	*steps
 	cfg    redisstep.Config
@@ -141,8 +141,8 @@ var (
 
 // New builds a rueidis client from opts.ClientOption (through
 // opts.ClientBuilder) and returns a Backend that owns it: Close closes it.
-// With caching on (the default) the client tracks the lock keys its steps
-// read and wake-ups come from their invalidations; with
+// With caching on (the default) the client tracks the Backend's inbox keys
+// and wake-ups come from their invalidations; with
 // ClientOption.DisableCache, or when the server cannot track (rueidis
 // reports rueidis.ErrNoCache: Redis < 6 or no RESP3), wake-ups come from
 // pub/sub. Mode reports which one is in use.
@@ -309,8 +309,8 @@ func newBackend(o *Options) (*Backend, error) {
 
 // bind sets up the steps once the client and the mode are there. rueidis
 // never resends a write, so the steps resend a step once after a broken
-// connection. In Tracking mode the scripts read a lock key again after
-// writing it (see the package doc's NOLOOP item).
+// connection. In Tracking mode the scripts push wake-ups to the inbox
+// keys.
 func (b *Backend) bind() {
 	var r redisstep.Replicas
 	if b.cfg.WaitReplicas() > 0 {
@@ -372,11 +372,12 @@ func (b *Backend) keyNames(id string) keys.ID { return b.cfg.Keyspace().For(id) 
 
 // Subscribe delivers id's wake-ups to fn until cancel is called.
 //
-// In Tracking mode it only registers fn: the connection that receives the
-// invalidations is the one every step runs on. The waiting Acquire that
-// follows Subscribe tracks the lock key in the same atomic step as its
-// check, so nothing can slip between. In PubSub mode it returns once the
-// server has confirmed the SUBSCRIBE.
+// In Tracking mode it only registers fn: the client tracks the inbox keys
+// from its first connection on, and a wake-up waits in its key until it is
+// drained, so nothing can slip between. In PubSub mode the Backend's first
+// Subscribe (per slot's inbox with ShardedPubSub on Cluster) returns once
+// the server has confirmed the SUBSCRIBE of the inbox; later ones only
+// register fn.
 func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
 	if err := redisstep.Check(b.steps, ctx); err != nil {
 		return nil, err

@@ -23,9 +23,11 @@ import (
 //
 // A script that wakes one of this Backend's waiters pushes the message to
 // the inbox key of the id's slot. The invalidation of that key makes the
-// tracker drain it (the drain script takes and deletes its messages) on
-// its own goroutine, and deliver the messages through the Inbox. The drain
-// is a write of this connection, which NOLOOP keeps from coming back.
+// tracker drain it (LPOP with a count) on its own goroutine, and deliver
+// the messages through the Inbox. The drain is a plain command of this
+// connection, which NOLOOP keeps from coming back. A script's write is not
+// kept back (Redis 7.0 ignores NOLOOP for scripts in broadcasting mode),
+// so the Backend's own steps' wake-ups for its own waiters come too.
 //
 // A nil invalidation is rueidis telling that the connection is gone or the
 // server flushed everything. A connection that is gone is dialled again on

@@ -16,6 +16,24 @@
 // may contain neither, so the hash tag Redis computes for a key (the bytes
 // between the first '{' and the next '}') is always exactly enc(id): no id
 // can move its keys to another slot or change the layout of the key.
+//
+// Besides the keys of ids, each Backend (process) has an inbox, where the
+// wake-ups of its waiters go (see [SuffixInbox]):
+//
+//	<prefix>inbox:<process>:[{<slot tag>}]
+//
+// Its names never look like an id's key: '{' does not follow the prefix.
+//
+//	suffix  type    holds                                      TTL
+//	lock    string  the holder's token                         the lease
+//	q       zset    waiter token -> ticket                     >= 3 waiter TTLs; gone once empty
+//	dl      zset    waiter token -> deadline (ms)              as q
+//	w       hash    waiter token -> "<lease ms>:<inbox>"       as q
+//	n       hash    "fence", "rel"                             an hour after a grant (30-60 min idle)
+//	wake    channel ":<token>" or "<ms>:<token>" for a waiter  -
+//	                with no inbox (an older version's)
+//	inbox:  channel "<n>:<enc(id)>" + the wake payload         - (PubSub)
+//	        list    the same messages, RPUSHed                 60 s after the last write (Tracking)
 package keys
 
 import (
@@ -51,10 +69,13 @@ const (
 	SuffixCounters = "n"
 	// SuffixWaiters names the waiter records: a hash of waiter token ->
 	// "<lease TTL in ms>:<inbox>", the lease TTL a queued waiter asked for
-	// and where its wake-ups go (empty: the id's channel). A token has a
-	// record exactly while it is queued. TTL: as the queue's.
+	// and where its wake-ups go: its process's inbox, its kind first ("P"
+	// PUBLISH, "S" SPUBLISH, "K" RPUSH to a key), or empty for the id's
+	// channel. A token has a record exactly while it is queued. TTL: as
+	// the queue's.
 	SuffixWaiters = "w"
-	// SuffixChannel names the pub/sub channel that carries wake-ups.
+	// SuffixChannel names the pub/sub channel that carries the wake-ups of
+	// waiters with no inbox (an older version's waiters).
 	SuffixChannel = "wake"
 )
 
