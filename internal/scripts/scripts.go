@@ -35,12 +35,17 @@
 //     id that are still queued, report queued/ready, wake the head when the
 //     lock is free.
 //
-// A wake-up is a message on the id's channel whose payload is ":" and the
-// head's token; only the head is named. A step after which the lock is held
+// A wake-up's payload is ":" and the head's token; only the head is named.
+// It goes where the head's waiter record says its process listens (the
+// inbox the acquire call gave when it queued; see [InboxAddress]): PUBLISH
+// or SPUBLISH of its inbox channel, or RPUSH to its inbox key, as
+// "<n>:<tag><payload>" (tag: the hash tag of the id's keys, n its length).
+// A head with no inbox is woken on the id's channel with the bare payload. A step after which the lock is held
 // and the head changed (a grant with waiters left, the head's leave, a
 // purge) tells the new head instead, unless it is the step's requester:
 // "<ms>:<token>", ms being the holder's remaining TTL (the new lease's,
-// after a grant). A grant that leaves no waiter publishes nothing. It is sent with PUBLISH, or with SPUBLISH
+// after a grant). A grant that leaves no waiter sends nothing. The id's
+// channel and the inbox channels take PUBLISH, or SPUBLISH
 // (sharded pub/sub, Redis 7.0 or newer) when the adapter is told so: every
 // call takes the [Publish] command. The scripts reject SPUBLISH on a
 // server older than 7.0 (LOCKBADARG) before they write anything.
