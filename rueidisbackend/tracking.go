@@ -152,12 +152,8 @@ func (t *tracker) drainLoop() {
 		}
 		t.mu.Unlock()
 		delay = min(max(2*delay, minRedial), maxRedial)
-		tm := time.NewTimer(delay)
-		select {
-		case <-t.closing:
-			tm.Stop()
+		if !t.sleep(delay) {
 			return
-		case <-tm.C:
 		}
 		select {
 		case t.kick <- struct{}{}:
@@ -202,14 +198,8 @@ func (t *tracker) recover() {
 	defer t.wg.Done()
 	delay := time.Duration(0)
 	for {
-		if delay > 0 {
-			tm := time.NewTimer(delay)
-			select {
-			case <-t.closing:
-				tm.Stop()
-				return
-			case <-tm.C:
-			}
+		if delay > 0 && !t.sleep(delay) {
+			return
 		}
 		t.mu.Lock()
 		t.again = false
@@ -242,6 +232,18 @@ func (t *tracker) recover() {
 		default:
 			delay = min(2*delay, maxRedial)
 		}
+	}
+}
+
+// sleep waits d and reports true, or false as soon as the tracker closes.
+func (t *tracker) sleep(d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-t.closing:
+		return false
+	case <-tm.C:
+		return true
 	}
 }
 

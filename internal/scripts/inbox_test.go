@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redislocker/lock/backend"
 )
 
@@ -23,22 +21,7 @@ func TestWakeGoesToTheInbox(t *testing.T) {
 	prefix := strings.TrimSuffix(o.k.Lock, "{id}:lock")
 	inboxCh, inboxKey := prefix+"inbox:p1:", prefix+"inbox:p2:{id}"
 	t.Cleanup(func() { o.c.Del(ctx, inboxKey) })
-	sub := o.c.Subscribe(ctx, o.k.Channel, inboxCh)
-	defer sub.Close()
-	for range 2 { // the confirmations
-		if _, err := sub.ReceiveTimeout(ctx, 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
-	next := func(what string) *redis.Message {
-		t.Helper()
-		m, err := sub.ReceiveTimeout(ctx, 5*time.Second)
-		msg, ok := m.(*redis.Message)
-		if err != nil || !ok {
-			t.Fatalf("%s: got %v, %v; want a wake-up", what, m, err)
-		}
-		return msg
-	}
+	sub, next := subscribed(t, o.c, o.k.Channel, inboxCh)
 	queue := func(token, inbox string) {
 		t.Helper()
 		req := backend.AcquireRequest{ID: "id", Token: token, TTL: time.Minute, Wait: true, WaiterTTL: time.Minute}

@@ -10,6 +10,29 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// subscribed subscribes to channels, waits for the confirmations, and
+// returns the subscription and a function that returns its next message,
+// failing the test after 5 s.
+func subscribed(t *testing.T, c *redis.Client, channels ...string) (*redis.PubSub, func(what string) *redis.Message) {
+	ctx := context.Background()
+	sub := c.Subscribe(ctx, channels...)
+	t.Cleanup(func() { sub.Close() })
+	for range channels {
+		if _, err := sub.ReceiveTimeout(ctx, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sub, func(what string) *redis.Message {
+		t.Helper()
+		m, err := sub.ReceiveTimeout(ctx, 5*time.Second)
+		msg, ok := m.(*redis.Message)
+		if err != nil || !ok {
+			t.Fatalf("%s: got %v, %v; want a wake-up", what, m, err)
+		}
+		return msg
+	}
+}
+
 // Every step that changes the head of a held lock tells the new head when
 // the lease ends ("<ms>:<token>"): the grant to the head with waiters left
 // (the new lease's TTL), the head's Leave and the purge of a dead head by
@@ -19,20 +42,8 @@ import (
 func TestHeadChangeWhileHeldTellsNewHead(t *testing.T) {
 	o := newOps(t)
 	ctx := context.Background()
-	sub := o.c.Subscribe(ctx, o.k.Channel)
-	defer sub.Close()
-	if _, err := sub.ReceiveTimeout(ctx, 5*time.Second); err != nil { // the confirmation
-		t.Fatal(err)
-	}
-	next := func(what string) string {
-		t.Helper()
-		m, err := sub.ReceiveTimeout(ctx, 5*time.Second)
-		msg, ok := m.(*redis.Message)
-		if err != nil || !ok {
-			t.Fatalf("%s: got %v, %v; want a wake-up", what, m, err)
-		}
-		return msg.Payload
-	}
+	sub, nextMsg := subscribed(t, o.c, o.k.Channel)
+	next := func(what string) string { return nextMsg(what).Payload }
 	told := func(what, payload, token string, max time.Duration) {
 		t.Helper()
 		ms, tok, _ := strings.Cut(payload, ":")
