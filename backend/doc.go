@@ -88,8 +88,13 @@
 //     Notifier with Wake{ID, Token: headToken}. Removing the head includes
 //     its Leave and the purge of a dead head by any step (an Acquire of
 //     another client, a Heartbeat). Only the head is named; other waiters
-//     are not woken, and a wake-up goes to every process subscribed to the
-//     id at most once (the core routes it to the named waiter). A lease
+//     are not woken. A wake-up should reach only the process whose waiter
+//     it names, once (the Redis adapters record each waiter's inbox, a
+//     channel or key of its process, when it queues, and send there); one
+//     that reaches every process subscribed to the id, at most once each,
+//     is correct too (the core routes it to the named waiter), at the cost
+//     of a delivery per waiting process (conformance.Limits
+//     .WakesEveryProcess states it). A lease
 //     that expires without a release need not notify: the core keeps a
 //     timer at the holder's remaining TTL, once it knows it is the head.
 //     So every step that changes the head while the lock is held (a grant
@@ -103,9 +108,14 @@
 //     slip between): on Redis, wait for the server's confirmation of the
 //     SUBSCRIBE, not only for the command to be sent. Use one shared,
 //     reference-counted subscription per backend, never a connection per
-//     waiter. A backend whose wake-ups come from tracking a key read by the
-//     step itself (client-side caching invalidations) may make Subscribe a
-//     registration only: the core always runs a waiting Acquire after
+//     waiter. Once the backend's own channel (its inbox) is subscribed,
+//     Subscribe of another id may be a local registration with no I/O. A
+//     backend whose wake-ups wait in a store it reads when told (the
+//     rueidis tracking mode: a list key per process, tracked from the
+//     connection's start, drained on its invalidation) may make Subscribe
+//     a registration only: a wake-up sent before the process looked is
+//     still there. So may one whose wake-ups come from tracking a key the
+//     step itself reads: the core always runs a waiting Acquire after
 //     Subscribe and before it relies on wake-ups, and that step's read
 //     starts the tracking. When the connection is re-established, deliver
 //     Wake{ID: id, All: true} for every subscribed id so that every local

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,11 +142,12 @@ var shardedBackends = []struct {
 	}},
 }
 
-// TestShardedSubscriptions: with ShardedPubSub, a Backend's subscriptions
-// of ids on every master are confirmed on each id's master (an SPUBLISH
-// right after Subscribe arrives), use one connection per master, are
-// restored with Wake{All} after every pub/sub connection is killed, and
-// are gone from every master after the last cancel.
+// TestShardedSubscriptions: with ShardedPubSub, a Backend subscribes the
+// inbox of each slot it waits on (no id's channel), confirmed on the
+// slot's master (an SPUBLISH to the inbox right after Subscribe arrives);
+// one connection per master holds that master's inboxes; they are
+// restored with Wake{All} after every pub/sub connection is killed, kept
+// after the last cancel, and gone from every master after Close.
 func TestShardedSubscriptions(t *testing.T) {
 	for _, sb := range shardedBackends {
 		t.Run(sb.name, func(t *testing.T) {
@@ -153,7 +155,9 @@ func TestShardedSubscriptions(t *testing.T) {
 			name := uniqueName(t)
 			ks, _ := keys.New(prefix(t))
 			b := sb.make(t, e.c.Addrs(), name, ks.Prefix())
+			inbox := b.(interface{ Inbox(id string) string }).Inbox
 			byMaster := e.idsPerMaster(3)
+			inboxes := map[string]map[string]bool{} // master -> its inboxes
 			w := map[string]*adaptertest.Wakes{}
 			var cancels []func()
 			for _, ids := range byMaster {
@@ -164,26 +168,42 @@ func TestShardedSubscriptions(t *testing.T) {
 						t.Fatal(err)
 					}
 					cancels = append(cancels, cancel)
-					if n := e.raw.SPublish(ctx, ks.Channel(id), "T-"+id).Val(); n != 1 {
-						t.Fatalf("SPUBLISH right after Subscribe(%s) reached %d subscribers, want 1", id, n)
+					if keys.Slot(inbox(id)) != keys.SlotOf(id) {
+						t.Fatalf("inbox of %s %q: slot %d, want the id's %d", id, inbox(id), keys.Slot(inbox(id)), keys.SlotOf(id))
+					}
+					if n := e.raw.SPublish(ctx, inbox(id), adaptertest.InboxMsg(id, ":T-"+id)).Val(); n != 1 {
+						t.Fatalf("SPUBLISH to the inbox right after Subscribe(%s) reached %d subscribers, want 1", id, n)
+					}
+					if n := e.raw.PubSubShardNumSub(ctx, ks.Channel(id)).Val()[ks.Channel(id)]; n != 0 {
+						t.Fatalf("the channel of %s has %d subscribers, want none: wake-ups come to the inbox", id, n)
 					}
 					if x := w[id].Next(t); x != (backend.Wake{ID: id, Token: "T-" + id}) {
 						t.Fatalf("wake of %s = %+v", id, x)
 					}
 				}
 			}
-			// One connection per master holds that master's channels.
-			for m, lines := range e.clientsNamed(name) {
-				var subs []string
-				for _, l := range lines {
-					if n := field(l, "ssub"); n != "0" && n != "" {
-						subs = append(subs, n)
-					}
-				}
-				if len(subs) != 1 || subs[0] != "3" {
-					t.Errorf("master %s: connections with shard channels: %v, want one with 3", m, subs)
+			for m, ids := range byMaster {
+				inboxes[m] = map[string]bool{}
+				for _, id := range ids {
+					inboxes[m][inbox(id)] = true
 				}
 			}
+			// One connection per master holds that master's inboxes.
+			checkSubs := func(when string) {
+				t.Helper()
+				for m, lines := range e.clientsNamed(name) {
+					var subs []string
+					for _, l := range lines {
+						if n := field(l, "ssub"); n != "0" && n != "" {
+							subs = append(subs, n)
+						}
+					}
+					if want := strconv.Itoa(len(inboxes[m])); len(subs) != 1 || subs[0] != want {
+						t.Errorf("%s: master %s: connections with shard channels: %v, want one with %s (its slots' inboxes)", when, m, subs, want)
+					}
+				}
+			}
+			checkSubs("after Subscribe")
 			// Kill every pub/sub connection: every id re-checks, and
 			// messages flow again.
 			for _, m := range e.masters {
@@ -197,14 +217,18 @@ func TestShardedSubscriptions(t *testing.T) {
 			}
 			t.Logf("every id re-checked %v after the kill", time.Since(killed))
 			for id := range w {
-				e.raw.SPublish(ctx, ks.Channel(id), "again")
+				e.raw.SPublish(ctx, inbox(id), adaptertest.InboxMsg(id, ":again"))
 				w[id].NextMatching(t, "a wake-up of "+id+" after the reconnect", func(x backend.Wake) bool { return x.Token == "again" })
 			}
 
 			for _, c := range cancels {
 				c()
 			}
-			adaptertest.Eventually(t, "every shard channel is unsubscribed after the last cancel", func() bool {
+			checkSubs("after the last cancel")
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			adaptertest.Eventually(t, "every inbox is unsubscribed after Close", func() bool {
 				for _, lines := range e.clientsNamed(name) {
 					for _, l := range lines {
 						if n := field(l, "ssub"); n != "0" && n != "" {

@@ -16,9 +16,11 @@ import (
 
 // TestTrackingOnCluster: a Tracking-mode Backend on a cluster has one
 // connection per master, with tracking on, and its steps run on that
-// connection (the one whose invalidations it hears); a release on any
-// master wakes exactly that id; a killed connection to one master wakes
-// every waiter with Wake{All} once every master answers again.
+// connection (the one whose invalidations it hears), tracking in
+// broadcasting mode; a release on any master wakes exactly that id,
+// naming the head, through the inbox key of the id's slot on that master;
+// a killed connection to one master wakes every waiter with Wake{All}
+// once every master answers again.
 func TestTrackingOnCluster(t *testing.T) {
 	e := newClusterEnv(t)
 	name := uniqueName(t)
@@ -84,7 +86,7 @@ func TestTrackingOnCluster(t *testing.T) {
 			var steps []string
 			for _, line := range clients[m] {
 				switch cmd := field(line, "cmd"); cmd {
-				case "evalsha":
+				case "evalsha", "lpop": // the steps, the drain of an inbox key
 					steps = append(steps, line)
 				case "ping", "cluster", "hello", "client":
 				default:
@@ -95,8 +97,8 @@ func TestTrackingOnCluster(t *testing.T) {
 			switch {
 			case len(steps) != 1:
 				return fmt.Sprintf("master %s: %d connections of the Backend ran steps, want 1:\n%s", m, len(steps), strings.Join(clients[m], "\n"))
-			case !strings.Contains(field(steps[0], "flags"), "t"):
-				return fmt.Sprintf("master %s: connection flags %q lack t (tracking)", m, field(steps[0], "flags"))
+			case !strings.Contains(field(steps[0], "flags"), "t") || !strings.Contains(field(steps[0], "flags"), "B"):
+				return fmt.Sprintf("master %s: connection flags %q lack t and B (tracking, broadcasting)", m, field(steps[0], "flags"))
 			}
 			ids[m] = field(steps[0], "id")
 		}
@@ -112,7 +114,7 @@ func TestTrackingOnCluster(t *testing.T) {
 		if err := holder.Release(ctx, id, "H"); err != nil {
 			t.Fatal(err)
 		}
-		w[id].NextMatching(t, "Wake{ID} of "+id+" after its release", func(x backend.Wake) bool { return x == backend.Wake{ID: id} })
+		w[id].NextMatching(t, "Wake{ID, Token} of "+id+" after its release", func(x backend.Wake) bool { return x == backend.Wake{ID: id, Token: "W"} })
 		for other := range w {
 			for _, x := range w[other].Drain() {
 				if other != id && !x.All {

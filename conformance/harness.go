@@ -103,4 +103,9 @@ type Limits struct {
 	// heartbeat bound instead of one notification, and head-after-grant
 	// skips the head's Leave under a held lock.
 	HeadChangeUnwoken bool
+	// WakesEveryProcess states that a wake-up reaches every process that
+	// waits on the id, not only the process of the waiter it names
+	// (checklist item 7; e.g. one notification channel per id).
+	// one-delivery-per-wake is then skipped.
+	WakesEveryProcess bool
 }

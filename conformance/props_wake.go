@@ -330,3 +330,47 @@ func reconnectWakesAll(e *env) {
 		e.mustRelease(waits[i].granted(e, prompt, fmt.Sprintf("the waiter after a release, once the notifier reconnected (heartbeats every %v)", slowHeartbeats/3)))
 	}
 }
+
+// one-delivery-per-wake (checklist item 7): eight processes wait on one
+// id, one waiter each; the holder releases, and each waiter releases once
+// granted. A wake-up reaches the process of the waiter it names, and no
+// other: across all eight, the core is handed at most two wake-ups per
+// hand-off (the new holder's, and the next head's notice of the holder's
+// TTL). A wake-up sent to every process that waits on the id is handed up
+// to eight times.
+func oneDeliveryPerWake(e *env) {
+	if e.limits().WakesEveryProcess {
+		e.t.Skip("the harness states Limits.WakesEveryProcess: a wake-up reaches every process that waits on the id")
+	}
+	const n = 8
+	la, _ := e.defaultLocker()
+	ctx := e.ctx(time.Minute)
+	id := e.id()
+	held := e.mustAcquire(la, id, longTTL)
+	spies := make([]*spy, n)
+	marks := make([]int, n)
+	ps := make([]*pending, n)
+	for i := range n {
+		l, s := e.locker(lock.Options{WaiterTimeout: slowHeartbeats})
+		spies[i], marks[i] = s, s.wakeMark()
+		ps[i] = e.acquireAsync(ctx, l, id, longTTL)
+		e.waitFor(prompt, fmt.Sprintf("W%d queued", i+1), func() bool { return s.queued(id) })
+	}
+	e.mustRelease(held)
+	for i, p := range ps {
+		e.mustRelease(p.granted(e, prompt, fmt.Sprintf("W%d, in queue order", i+1)))
+	}
+	total := 0
+	per := make([]int, n)
+	for i, s := range spies {
+		for _, wk := range s.wakesSince(id, marks[i]) {
+			if !wk.All {
+				per[i]++
+			}
+		}
+		total += per[i]
+	}
+	if total > 2*n {
+		e.errorf("%d hand-offs among %d waiting processes handed %d wake-ups to the core (per process %v); want at most %d: each wake-up only to the process of the waiter it names", n, n, total, per, 2*n)
+	}
+}

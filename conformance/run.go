@@ -64,6 +64,7 @@ var properties = []property{
 	{"wake-new-head", "L1 wake-new-head: every step that frees the lock or removes the head wakes the new head (release, leave, purge, a heartbeat that finds the lease ended)", wakeNewHead},
 	{"subscribe-live", "L1 subscribe-live: Subscribe returns only once wake-ups for the id are delivered", subscribeLive},
 	{"reconnect-wakes-all", "L1 reconnect-wakes-all: when the notifier's connection is re-established, every subscribed id gets Wake{All} and wake-ups flow again", reconnectWakesAll},
+	{"one-delivery-per-wake", "L1 one-delivery-per-wake: a wake-up reaches only the process of the waiter it names, not every process waiting on the id", oneDeliveryPerWake},
 	{"head-after-grant", "L1 head-after-grant: after a lease ends without a release, the head at that moment is granted within 100 ms, whether or not it queued as the head", headAfterGrant},
 	{"no-lost-wakeup", "L1 no-lost-wakeup: a free lock is noticed by its head waiter within the fallback bound, without a notification", noLostWakeup},
 	{"fifo-order", "L2 fifo-order: live waiters are granted in queue order, and nobody jumps the queue", fifoOrder},

@@ -11,6 +11,7 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redisstep"
+	"github.com/redislocker/lock/internal/wakefns"
 )
 
 // Client is the part of a go-redis client that the backend uses. Every
@@ -93,7 +94,8 @@ type steps = redisstep.Steps
 // concurrent use; one Backend is one "process" of the lock protocol.
 type Backend struct {
 	*steps
-	subs wakeSource
+	subs  wakeSource
+	inbox *wakefns.Inbox // routes the inbox channel's wake-ups to each id's subscribers
 }
 
 // wakeSource is where a Backend's wake-ups come from: one pub/sub
@@ -135,7 +137,7 @@ func New(client Client, opts *Options) (*Backend, error) {
 			return nil, err
 		}
 	}
-	b := &Backend{}
+	b := &Backend{inbox: wakefns.NewInbox()}
 	switch cc, isCluster := client.(*redis.ClusterClient); {
 	case !o.ShardedPubSub:
 		b.subs = newSubscriber(client, false)
@@ -155,16 +157,19 @@ func New(client Client, opts *Options) (*Backend, error) {
 	return b, nil
 }
 
-// keyNames returns the names of id's keys and channel.
-func (b *Backend) keyNames(id string) keys.ID { return redisstep.ConfigOf(b.steps).Keyspace().For(id) }
-
-// Subscribe delivers id's wake-ups to fn until cancel is called. It returns
-// once the server has confirmed the subscription.
+// Subscribe delivers id's wake-ups to fn until cancel is called. They come
+// to the Backend's inbox channel (one per hash slot with ShardedPubSub on
+// Redis Cluster), which the first Subscribe (of the slot) subscribes; it
+// returns once the server has confirmed that. Every other Subscribe is a
+// local registration: no command.
 func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
 	if err := redisstep.Check(b.steps, ctx); err != nil {
 		return nil, err
 	}
-	return b.subs.subscribe(ctx, id, b.keyNames(id).Channel, fn)
+	channel := b.steps.Inbox(id)
+	return b.inbox.Subscribe(ctx, id, channel, fn, func(ctx context.Context, deliver func(backend.Wake)) (func(), error) {
+		return b.subs.subscribe(ctx, "", channel, deliver)
+	})
 }
 
 // Close closes the pub/sub connection and waits for its goroutines. It
@@ -173,5 +178,9 @@ func (b *Backend) Close() error {
 	if !redisstep.Close(b.steps) {
 		return backend.ErrClosed
 	}
+	b.inbox.Close()
 	return b.subs.close()
 }
+
+// keyNames returns the names of id's keys and channel.
+func (b *Backend) keyNames(id string) keys.ID { return redisstep.ConfigOf(b.steps).Keyspace().For(id) }

@@ -93,7 +93,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 	b, _ := e.backend(nil)
 	other, _ := e.backend(nil)
 	w := adaptertest.NewWakes()
-	cancel, err := b.Subscribe(ctx, "q", w.Fn)
+	cancel, err := other.Subscribe(ctx, "q", w.Fn) // the waiters' process
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Only the head is woken: B, then the test's marker.
-	e.raw.Publish(ctx, b.keyNames("q").Channel, "marker")
+	e.raw.Publish(ctx, other.Inbox("q"), adaptertest.InboxMsg("q", "marker"))
 	if got := w.Until(t, "marker"); len(got) != 1 || got[0] != (backend.Wake{ID: "q", Token: "B"}) {
 		t.Fatalf("wake-ups after release = %+v, want only {q B}", got)
 	}
@@ -489,8 +489,8 @@ func TestTTLOnEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := e.keysOf(escapeForTest(e.prefix))
-	if len(all) != 4*len(ids)-1 {
-		t.Fatalf("keys = %v, want lock, q, dl, n for held ids and q, dl, n for the free one", all)
+	if len(all) != 5*len(ids)-1 {
+		t.Fatalf("keys = %v, want lock, q, dl, w, n for held ids and q, dl, w, n for the free one", all)
 	}
 	ks, _ := keys.New(e.prefix)
 	for key, pttl := range all {

@@ -22,12 +22,24 @@
 //	q       zset    waiter token -> ticket (the server's clock  >= 3 x the longest WaiterTTL, set by
 //	                in µs, raised past the queue's last one)    enqueue and heartbeat; gone once empty
 //	dl      zset    waiter token -> deadline (ms, server TIME)  as q
+//	w       hash    waiter token -> "<lease ms>:<inbox>": the   as q
+//	                lease TTL a queued waiter asked for, and
+//	                where its wake-ups go ("": the channel)
 //	n       hash    "fence": the id's last fence; "rel": the    an hour, set by a grant about once per
 //	                token of its last release (a resent         half hour of grants, and by an extend or
 //	                release is answered as the first one was)   grant of a longer lease
-//	wake    -       pub/sub channel; payload: ":<head's token>" -
-//	                (re-check), or "<ms>:<head's token>" (a new
-//	                head of a lock held ms more: a timer)
+//	wake    -       pub/sub channel of a waiter with no inbox   -
+//	                (an older version's); payload: ":<head's
+//	                token>" (re-check), or "<ms>:<head's token>"
+//	                (a new head of a lock held ms more: a timer)
+//
+// One more name per Backend, not per id: its inbox, "<prefix>inbox:<process>:"
+// (process: 16 random hex digits, new for every Backend), with a hash tag
+// of one slot appended, "{<tag>}", per slot with ShardedPubSub on Cluster.
+// It is a pub/sub channel that only this Backend subscribes to; a message
+// on it is "<n>:<enc(id)>" (n the length of enc(id)) followed by the wake
+// channel's payload. No id's key starts like an inbox ('{' follows the
+// prefix in every id's key).
 //
 // Every key expires. The fence key n outlives the id's last grant by 30 to
 // 60 minutes, and every lease. So memory per id returns to zero once the
@@ -72,28 +84,43 @@
 //     time each), any ids on one server; on Cluster one per hash slot and
 //     chunk. All in one round trip (one per master on Cluster).
 //   - LeaveBatch: 1 command per request, one round trip.
-//   - Subscribe: nothing when this Backend already subscribes to the id,
-//     else one SUBSCRIBE (SSUBSCRIBE with Options.ShardedPubSub) on the
-//     shared pub/sub connection (on Cluster with ShardedPubSub, the
-//     connection to the id's master); it returns once the server has
-//     confirmed it.
+//   - Subscribe: the Backend's first one sends one SUBSCRIBE of its inbox
+//     on its pub/sub connection and returns once the server confirmed it;
+//     every later one is a local registration, with no command. With
+//     Options.ShardedPubSub on Cluster: one SSUBSCRIBE per slot's inbox,
+//     on the connection to the slot's master, the first time an id of
+//     that slot is subscribed. The inbox stays subscribed until Close.
 //
 // Each step purges at most Options.PurgeLimit expired waiters of its id (by
 // the server's TIME); the queue holds at most Options.MaxWaiters waiters.
 //
 // # Wake-ups
 //
-// Only the head is woken: a PUBLISH on the id's channel with the head's
-// token. A release sends it; so does a leave or purge that frees the lock
-// or changes the head while the lock is free, and a heartbeat that finds
-// the lock free with a head (the fallback for a lost message). A lease that
-// expires publishes nothing; the core re-checks at the holder's TTL, which
-// Acquire reports (at least 1 ms while the lock is held).
+// Only the head is woken, and only in its own process: a queued waiter's
+// record (key w) names its Backend's inbox, and the scripts PUBLISH the
+// wake-up there (SPUBLISH with Options.ShardedPubSub), naming the id and
+// the head's token. Eight processes waiting on one id so receive one
+// message per hand-off, not eight. A release sends it; so does a leave or
+// purge that frees the lock or changes the head while the lock is free, a
+// grant that leaves a new head behind it ("<ms>:<token>": the head keeps a
+// timer at the holder's TTL), and a heartbeat that finds the lock free
+// with a head (the fallback for a lost message). A lease that expires
+// publishes nothing; the core re-checks at the holder's TTL, which Acquire
+// reports (at least 1 ms while the lock is held). A waiter with no inbox in
+// its record (an older version's) is woken on the id's channel instead.
 //
-// Each Backend has one pub/sub connection, shared by all ids and
-// reference-counted per id. go-redis pings it when quiet (every 30 s), and
-// reconnects and re-subscribes when it breaks. Each re-confirmed channel is
-// delivered as Wake{ID, All: true}, so that every local waiter re-checks.
+// Each Backend has one pub/sub connection and one inbox, shared by all
+// ids: the Backend routes each message to the subscribers of the id it
+// names. go-redis pings the connection when quiet (every 30 s), and
+// reconnects and re-subscribes when it breaks. Then every subscribed id is
+// delivered Wake{ID, All: true}, so that every local waiter re-checks.
+//
+// Rolling upgrade: every process that locks the same ids must move to this
+// version at once. An older process publishes its wake-ups on the id's
+// channel, which this version does not subscribe to: its release then
+// reaches this version's waiters only by their heartbeat (WaiterTimeout/3,
+// 5 s by default). This version's wake-ups for an older process's waiters
+// go to the id's channel, as that process expects.
 //
 // # Redis Cluster
 //
@@ -106,15 +133,17 @@
 // wake-up costs every node of the cluster.
 //
 // With Options.ShardedPubSub (Redis 7.0 or newer) the scripts send SPUBLISH,
-// which stays on the id's master, and the Backend subscribes with SSUBSCRIBE
-// there. It keeps one pub/sub connection per master that serves an id it
-// waits on, each channel with an SSUBSCRIBE of its own (one SSUBSCRIBE may
-// not span slots). The Backend rebuilds a connection that breaks: go-redis's
+// which stays on the id's master: a script may only send to a channel of
+// its own slot, so the Backend has one inbox per slot (its name carries a
+// hash tag of that slot) and subscribes with SSUBSCRIBE there. It keeps
+// one pub/sub connection per master that serves an id it waits on, each
+// inbox with an SSUBSCRIBE of its own (one SSUBSCRIBE may not span
+// slots). The Backend rebuilds a connection that breaks: go-redis's
 // own re-subscription sends every channel in one SSUBSCRIBE, which the
 // cluster refuses across slots. A channel whose slot moves (the node sends
 // "sunsubscribe", or answers MOVED) is subscribed again on its new master
 // once the client's slot map has caught up. Every re-confirmation is a
-// Wake{ID, All: true}. Package clustertest tests all of it on a local
+// Wake{ID, All: true} for each subscribed id of the slot. Package clustertest tests all of it on a local
 // cluster of three masters, with slot migrations.
 //
 // # What Redis can and cannot promise

@@ -3,25 +3,30 @@ package redisbackend
 import (
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/redistest"
 )
 
 // TestShardedOnOneServer: with ShardedPubSub on a client of one server,
-// the scripts wake the head with SPUBLISH, which the Backend's SSUBSCRIBE
-// hears (a SUBSCRIBE subscriber does not), and a killed pub/sub
-// connection is restored with Wake{All}. The cluster case is tested in
+// the scripts wake the head with SPUBLISH of its inbox, which the
+// Backend's SSUBSCRIBE hears (a SUBSCRIBE subscriber does not, nor does
+// the id's channel carry it), and a killed pub/sub connection is restored
+// with Wake{All}. The cluster case is tested in
 // package clustertest.
 func TestShardedOnOneServer(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnvAt(t, srv.Addr)
 	holder, _ := e.backend(&Options{ShardedPubSub: true})
 	waiter, _ := e.backend(&Options{ShardedPubSub: true})
-	classic := e.raw.Subscribe(ctx, waiter.keyNames("h").Channel)
+	classic := e.raw.Subscribe(ctx, waiter.Inbox("h"), waiter.keyNames("h").Channel)
 	defer classic.Close()
-	if _, err := classic.Receive(ctx); err != nil { // the confirmation
-		t.Fatal(err)
+	for range 2 { // the confirmations
+		if _, err := classic.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	w := adaptertest.NewWakes()
 	cancel, err := waiter.Subscribe(ctx, "h", w.Fn)
@@ -41,11 +46,21 @@ func TestShardedOnOneServer(t *testing.T) {
 	if x := w.Next(t); x != (backend.Wake{ID: "h", Token: "W"}) {
 		t.Fatalf("wake after the release = %+v, want the head's token", x)
 	}
-	if n := e.raw.PubSubNumSub(ctx, waiter.keyNames("h").Channel).Val()[waiter.keyNames("h").Channel]; n != 1 {
+	inbox := waiter.Inbox("h")
+	if n := e.raw.PubSubNumSub(ctx, inbox).Val()[inbox]; n != 1 {
 		t.Fatalf("PUBSUB NUMSUB = %d: want only the test's classic subscriber", n)
 	}
-	if n := e.raw.PubSubShardNumSub(ctx, waiter.keyNames("h").Channel).Val()[waiter.keyNames("h").Channel]; n != 1 {
+	if n := e.raw.PubSubShardNumSub(ctx, inbox).Val()[inbox]; n != 1 {
 		t.Fatalf("PUBSUB SHARDNUMSUB = %d, want the Backend's one", n)
+	}
+	// What the test's classic subscriber got arrived before the PONG.
+	if err := classic.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := classic.Receive(ctx); err != nil {
+		t.Fatal(err)
+	} else if _, pong := m.(*redis.Pong); !pong {
+		t.Fatalf("a SUBSCRIBE subscriber of the inbox and the id's channel got %v, want nothing before its PONG", m)
 	}
 	if n, err := e.raw.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n < 1 {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v", n, err)

@@ -127,14 +127,14 @@ func (s *subscriber) receive(ch <-chan any) {
 		case *redis.Message:
 			s.mu.Lock()
 			e := s.chans[m.Channel]
-			// e may be nil (a message for a channel given up): read its id under the lock.
+			// e may be nil (a message for a channel given up).
 			var fns wakefns.Snapshot
-			var id string
+			var we *wakefns.Entry
 			if e != nil && e.Settled() {
-				fns, id = e.Fns.Snapshot(), e.ID
+				fns, we = e.Fns.Snapshot(), &e.Entry
 			}
 			s.mu.Unlock()
-			fns.Deliver(wakefns.Parse(id, m.Payload))
+			wakefns.Message(we, fns, m.Payload)
 		case *redis.Subscription:
 			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
 				continue

@@ -43,19 +43,19 @@ func (e *env) commandCalls(cmd string) int64 {
 }
 
 // TestSubscribeIsConfirmed: a message published by another client right
-// after Subscribe returns is delivered, every time: Subscribe waits for
-// the server's confirmation.
+// after a Backend's first Subscribe returns is delivered, every time:
+// Subscribe waits for the server's confirmation of the inbox channel.
 func TestSubscribeIsConfirmed(t *testing.T) {
 	e := newEnv(t)
-	b, _ := e.backend(nil)
-	for i := range 50 {
+	for i := range 20 {
+		b, _ := e.backend(nil)
 		id := fmt.Sprintf("s%d", i)
 		w := adaptertest.NewWakes()
 		cancel, err := b.Subscribe(ctx, id, w.Fn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := e.raw.Publish(ctx, b.keyNames(id).Channel, "tok").Val(); n != 1 {
+		if n := e.raw.Publish(ctx, b.Inbox(id), adaptertest.InboxMsg(id, ":tok")).Val(); n != 1 {
 			t.Fatalf("round %d: PUBLISH right after Subscribe reached %d subscribers, want 1", i, n)
 		}
 		if x := w.Next(t); x != (backend.Wake{ID: id, Token: "tok"}) {
@@ -65,9 +65,10 @@ func TestSubscribeIsConfirmed(t *testing.T) {
 	}
 }
 
-// TestSubscribeIsSharedAndRefCounted: one pub/sub connection per Backend;
-// a second Subscribe of an id sends no SUBSCRIBE; the channel is left
-// when the last subscriber cancels; wake-ups reach each id's subscribers.
+// TestSubscribeIsSharedAndRefCounted: one pub/sub connection and one
+// SUBSCRIBE (of its inbox) per Backend, whatever the ids; no id's channel
+// is subscribed; wake-ups reach the subscribers of the id they name, and
+// only while subscribed; Close leaves the inbox.
 func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnvAt(t, srv.Addr)
@@ -85,31 +86,35 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 		}
 		return n
 	}
+	subs := e.commandCalls("subscribe")
 	w1, w2, w3 := adaptertest.NewWakes(), adaptertest.NewWakes(), adaptertest.NewWakes()
 	c1, err := b.Subscribe(ctx, "x", w1.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	subs := e.commandCalls("subscribe")
 	c2, err := b.Subscribe(ctx, "x", w2.Fn)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if got := e.commandCalls("subscribe"); got != subs {
-		t.Fatalf("a second Subscribe of one id sent %d SUBSCRIBE commands, want none", got-subs)
 	}
 	c3, err := b.Subscribe(ctx, "y", w3.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := e.commandCalls("subscribe") - subs; got != 1 {
+		t.Fatalf("three Subscribes of two ids sent %d SUBSCRIBE commands, want 1 (the inbox's)", got)
+	}
 	if n := pubsubClients(); n != 1 {
 		t.Fatalf("%d pub/sub connections for one Backend with two ids, want 1", n)
 	}
-	if e.numSub(b.keyNames("x").Channel) != 1 || e.numSub(b.keyNames("y").Channel) != 1 {
-		t.Fatal("each id's channel should have exactly one subscriber (the shared connection)")
+	inbox := b.Inbox("x")
+	if inbox != b.Inbox("y") || e.numSub(inbox) != 1 {
+		t.Fatalf("inboxes of x and y %q, %q (%d subscribers); want one, subscribed once", inbox, b.Inbox("y"), e.numSub(inbox))
 	}
-	e.raw.Publish(ctx, b.keyNames("x").Channel, "T1")
-	e.raw.Publish(ctx, b.keyNames("y").Channel, "T2")
+	if e.numSub(b.keyNames("x").Channel) != 0 || e.numSub(b.keyNames("y").Channel) != 0 {
+		t.Fatal("an id's channel is subscribed: wake-ups of this Backend come to its inbox")
+	}
+	e.raw.Publish(ctx, inbox, adaptertest.InboxMsg("x", ":T1"))
+	e.raw.Publish(ctx, inbox, adaptertest.InboxMsg("y", ":T2"))
 	if a, b := w1.Next(t), w2.Next(t); a != (backend.Wake{ID: "x", Token: "T1"}) || b != a {
 		t.Fatalf("wakes of x = %+v, %+v", a, b)
 	}
@@ -118,26 +123,19 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	}
 	c1()
 	c1() // idempotent
-	e.raw.Publish(ctx, b.keyNames("x").Channel, "T3")
+	e.raw.Publish(ctx, inbox, adaptertest.InboxMsg("x", ":T3"))
 	if x := w2.Next(t); x.Token != "T3" {
 		t.Fatalf("remaining subscriber of x got %+v", x)
 	}
 	c2()
-	adaptertest.Eventually(t, "x's channel is unsubscribed after its last cancel", func() bool { return e.numSub(b.keyNames("x").Channel) == 0 })
-	if e.numSub(b.keyNames("y").Channel) != 1 {
-		t.Fatal("cancelling x unsubscribed y")
-	}
 	c3()
-	adaptertest.Eventually(t, "y's channel is unsubscribed", func() bool { return e.numSub(b.keyNames("y").Channel) == 0 })
-	// The connection stays for later subscriptions, still one.
-	c4, err := b.Subscribe(ctx, "x", w1.Fn)
-	if err != nil {
+	if e.numSub(inbox) != 1 {
+		t.Fatal("the inbox was left while the Backend lives: the next Subscribe would cost a round trip again")
+	}
+	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	defer c4()
-	if n := pubsubClients(); n != 1 {
-		t.Fatalf("%d pub/sub connections after resubscribing, want 1", n)
-	}
+	adaptertest.Eventually(t, "the inbox is left on Close", func() bool { return e.numSub(inbox) == 0 })
 }
 
 // TestSubscribeGivenUpBeforeConfirmation: a subscriber whose ctx ends
@@ -157,7 +155,7 @@ func TestSubscribeGivenUpBeforeConfirmation(t *testing.T) {
 	}
 	adaptertest.Eventually(t, "no subscription is left behind", func() bool { return e.numSub(ch) == 0 })
 	w := adaptertest.NewWakes()
-	c, err := b.Subscribe(ctx, "g", w.Fn)
+	c, err := b.subs.subscribe(ctx, "g", ch, w.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +193,7 @@ func TestReconnectWakesAll(t *testing.T) {
 	if x := wb.Next(t); x != (backend.Wake{ID: "rb", All: true}) {
 		t.Fatalf("wake of rb after reconnect = %+v, want All", x)
 	}
-	e.raw.Publish(ctx, b.keyNames("ra").Channel, "after")
+	e.raw.Publish(ctx, b.Inbox("ra"), adaptertest.InboxMsg("ra", ":after"))
 	if x := wa.Next(t); x != (backend.Wake{ID: "ra", Token: "after"}) {
 		t.Fatalf("wake after reconnect = %+v", x)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redisstep"
+	"github.com/redislocker/lock/internal/wakefns"
 )
 
 // The defaults of Options, those of redisbackend.
@@ -31,7 +32,9 @@ type Options struct {
 	// from: addresses, credentials, TLS, Sentinel, timeouts. New overrides
 	// the fields that client-side caching depends on (see the package doc).
 	// They are OnInvalidations (yours, if set, is still called after the
-	// Backend's), ClientTrackingOptions (["NOLOOP"]), PipelineMultiplex (-1:
+	// Backend's; it sees the invalidations of the Backend's inbox keys
+	// only), ClientTrackingOptions (["BCAST", "PREFIX", <the Backend's inbox
+	// prefix>, "NOLOOP"]), PipelineMultiplex (-1:
 	// one connection per node), DisableAutoPipelining and AlwaysRESP2
 	// (false), and BlockingPipeline (no limit: batches stay on that
 	// connection).
@@ -88,11 +91,13 @@ type Mode int
 
 const (
 	// Tracking wakes waiters by client-side-caching invalidations of the
-	// lock keys, on the Backend's own connection (CLIENT TRACKING ON
-	// NOLOOP, RESP3).
+	// Backend's inbox keys, which the scripts write the head's wake-ups
+	// to, on the Backend's own connection (CLIENT TRACKING ON BCAST PREFIX
+	// ... NOLOOP, RESP3).
 	Tracking Mode = iota + 1
-	// PubSub wakes waiters by the scripts' PUBLISH of the head's token, on
-	// one dedicated pub/sub connection of the client.
+	// PubSub wakes waiters by the scripts' PUBLISH of the head's token on
+	// the Backend's inbox channel, on one dedicated pub/sub connection of
+	// the client.
 	PubSub
 )
 
@@ -114,12 +119,8 @@ type steps = redisstep.Steps
 
 // Backend is a backend.Backend on Redis through rueidis. It also
 // implements backend.Batcher and backend.Resolver. It is safe for
-// concurrent use; one Backend is one "process" of the lock protocol.
-//
-// In Tracking mode Acquire's read of the lock key makes the connection
-// track it, in the same atomic step as the failed try. Release and a Leave
-// that removed something also wake this Backend's own waiters of the id,
-// which NOLOOP keeps from hearing them.
+// concurrent use; one Backend is one "process" of the lock protocol, with
+// an inbox of its own that its waiters' wake-ups come to.
 type Backend struct {
 	*steps
 	cfg    redisstep.Config
@@ -129,6 +130,7 @@ type Backend struct {
 	track  *tracker // Tracking mode
 	ps     *pubsub  // PubSub mode, classic (SUBSCRIBE)
 	sps    *spubsub // PubSub mode, sharded (SSUBSCRIBE)
+	inbox  *wakefns.Inbox
 }
 
 var (
@@ -139,8 +141,8 @@ var (
 
 // New builds a rueidis client from opts.ClientOption (through
 // opts.ClientBuilder) and returns a Backend that owns it: Close closes it.
-// With caching on (the default) the client tracks the lock keys its steps
-// read and wake-ups come from their invalidations; with
+// With caching on (the default) the client tracks the Backend's inbox keys
+// and wake-ups come from their invalidations; with
 // ClientOption.DisableCache, or when the server cannot track (rueidis
 // reports rueidis.ErrNoCache: Redis < 6 or no RESP3), wake-ups come from
 // pub/sub. Mode reports which one is in use.
@@ -158,10 +160,11 @@ func New(opts Options) (*Backend, error) {
 		build = rueidis.NewClient
 	}
 	if !o.DisableCache {
-		b.track = newTracker(b.cfg.Keyspace(), o.OnInvalidations)
+		base := b.cfg.Keyspace().InboxBase(b.cfg.Process())
+		b.track = newTracker(base, b.inbox, o.OnInvalidations)
 		t := o
 		t.OnInvalidations = b.track.onInvalidations
-		t.ClientTrackingOptions = []string{"NOLOOP"}
+		t.ClientTrackingOptions = trackingOptions(base)
 		t.PipelineMultiplex = -1
 		t.DisableAutoPipelining = false
 		t.AlwaysRESP2 = false
@@ -169,8 +172,8 @@ func New(opts Options) (*Backend, error) {
 		client, err := build(t)
 		if err == nil {
 			b.client, b.owned, b.mode = client, true, Tracking
-			b.track.setPing(func(ctx context.Context) error { return pingNodes(ctx, client) })
 			b.bind()
+			b.track.start(func(ctx context.Context) error { return pingNodes(ctx, client) }, b.drain)
 			return b, nil
 		}
 		if !errors.Is(err, rueidis.ErrNoCache) {
@@ -301,13 +304,13 @@ func newBackend(o *Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg}, nil
+	return &Backend{cfg: cfg, inbox: wakefns.NewInbox()}, nil
 }
 
 // bind sets up the steps once the client and the mode are there. rueidis
 // never resends a write, so the steps resend a step once after a broken
-// connection. In Tracking mode the scripts read a lock key again after
-// writing it (see the package doc's NOLOOP item).
+// connection. In Tracking mode the scripts push wake-ups to the inbox
+// keys.
 func (b *Backend) bind() {
 	var r redisstep.Replicas
 	if b.cfg.WaitReplicas() > 0 {
@@ -316,7 +319,48 @@ func (b *Backend) bind() {
 	if b.mode == Tracking {
 		b.cfg = b.cfg.WithTracking()
 	}
-	b.steps = redisstep.New(b.cfg, commands{b.client}, r, redisstep.Hooks{ResendBroken: true, OnWrite: b.ownWrite})
+	b.steps = redisstep.New(b.cfg, commands{b.client}, r, redisstep.Hooks{ResendBroken: true})
+}
+
+// drainBatch is the most messages one LPOP of a drain takes from an inbox
+// key; a key that had more is drained again at once.
+const drainBatch = 1000
+
+// drain takes the messages of inbox keys (Tracking mode): LPOP with a
+// count (Redis 6.2 or newer), one per key, in one round trip. It is one
+// plain command of the tracking connection, so NOLOOP keeps its write from
+// coming back as an invalidation (a script's write would come back: Redis
+// does not apply NOLOOP to them in broadcasting mode).
+func (b *Backend) drain(ctx context.Context, inboxes []string) ([][]string, error) {
+	out := make([][]string, len(inboxes))
+	todo := make([]int, len(inboxes))
+	for i := range todo {
+		todo[i] = i
+	}
+	var first error
+	for len(todo) > 0 {
+		cmds := make(rueidis.Commands, len(todo))
+		for j, i := range todo {
+			cmds[j] = b.client.B().Lpop().Key(inboxes[i]).Count(drainBatch).Build()
+		}
+		var again []int
+		for j, r := range b.client.DoMulti(ctx, cmds...) {
+			i := todo[j]
+			msgs, err := r.AsStrSlice()
+			if err != nil && !rueidis.IsRedisNil(err) {
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+			out[i] = append(out[i], msgs...)
+			if len(msgs) == drainBatch {
+				again = append(again, i)
+			}
+		}
+		todo = again
+	}
+	return out, first
 }
 
 // Mode reports how the Backend learns of released locks: Tracking or
@@ -328,23 +372,26 @@ func (b *Backend) keyNames(id string) keys.ID { return b.cfg.Keyspace().For(id) 
 
 // Subscribe delivers id's wake-ups to fn until cancel is called.
 //
-// In Tracking mode it only registers fn: the connection that receives the
-// invalidations is the one every step runs on. The waiting Acquire that
-// follows Subscribe tracks the lock key in the same atomic step as its
-// check, so nothing can slip between. In PubSub mode it returns once the
-// server has confirmed the SUBSCRIBE.
+// In Tracking mode it only registers fn: the client tracks the inbox keys
+// from its first connection on, and a wake-up waits in its key until it is
+// drained, so nothing can slip between. In PubSub mode the Backend's first
+// Subscribe (per slot's inbox with ShardedPubSub on Cluster) returns once
+// the server has confirmed the SUBSCRIBE of the inbox; later ones only
+// register fn.
 func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
 	if err := redisstep.Check(b.steps, ctx); err != nil {
 		return nil, err
 	}
-	k := b.keyNames(id)
+	channel := b.steps.Inbox(id)
 	if b.track != nil {
-		return b.track.subscribe(id, k.Lock, fn)
+		return b.inbox.Register(id, channel, fn)
 	}
-	if b.sps != nil {
-		return b.sps.subscribe(ctx, id, k.Channel, fn)
-	}
-	return b.ps.subscribe(ctx, id, k.Channel, fn)
+	return b.inbox.Subscribe(ctx, id, channel, fn, func(ctx context.Context, deliver func(backend.Wake)) (func(), error) {
+		if b.sps != nil {
+			return b.sps.subscribe(ctx, "", channel, deliver)
+		}
+		return b.ps.subscribe(ctx, "", channel, deliver)
+	})
 }
 
 // Close ends the Backend's subscriptions and waits for its goroutines; a
@@ -354,6 +401,7 @@ func (b *Backend) Close() error {
 	if !redisstep.Close(b.steps) {
 		return backend.ErrClosed
 	}
+	b.inbox.Close()
 	if b.track != nil {
 		b.track.close()
 	}
@@ -367,16 +415,4 @@ func (b *Backend) Close() error {
 		b.client.Close()
 	}
 	return nil
-}
-
-// ownWrite tells this Backend's own waiters of id about a step of its own
-// that may have freed the lock or changed the head. Tracking mode only:
-// NOLOOP keeps the connection from hearing its own writes, and pub/sub
-// delivers the scripts' PUBLISH to every subscriber, this one included.
-// all wakes every local waiter: after a Leave the leaver may still be the
-// earliest one registered.
-func (b *Backend) ownWrite(id string, all bool) {
-	if b.track != nil {
-		b.track.deliver(id, backend.Wake{ID: id, All: all})
-	}
 }

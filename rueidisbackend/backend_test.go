@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,9 +23,17 @@ import (
 func TestNewOptions(t *testing.T) {
 	e := newEnv(t)
 	var built rueidis.ClientOption
-	var userCalls atomic.Int64
+	var userMu sync.Mutex
+	var userKeys []string
 	co := e.clientOption()
-	co.OnInvalidations = func([]rueidis.RedisMessage) { userCalls.Add(1) }
+	co.OnInvalidations = func(msgs []rueidis.RedisMessage) {
+		userMu.Lock()
+		defer userMu.Unlock()
+		for _, m := range msgs {
+			k, _ := m.ToString()
+			userKeys = append(userKeys, k)
+		}
+	}
 	co.ClientTrackingOptions = []string{"OPTIN"}
 	co.PipelineMultiplex = 3
 	co.DisableAutoPipelining = true
@@ -44,7 +53,7 @@ func TestNewOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if !slices.Equal(built.ClientTrackingOptions, []string{"NOLOOP"}) || built.PipelineMultiplex != -1 ||
+	if !slices.Equal(built.ClientTrackingOptions, trackingOptions(b.cfg.Keyspace().InboxBase(b.cfg.Process()))) || built.PipelineMultiplex != -1 ||
 		built.DisableAutoPipelining || built.AlwaysRESP2 || built.DisableCache || built.BlockingPipeline < 1<<30 {
 		t.Fatalf("the tracking client's option was not set up: tracking %v multiplex %d autopipelining off %v resp2 %v nocache %v blocking pipeline %d",
 			built.ClientTrackingOptions, built.PipelineMultiplex, built.DisableAutoPipelining, built.AlwaysRESP2, built.DisableCache, built.BlockingPipeline)
@@ -52,14 +61,38 @@ func TestNewOptions(t *testing.T) {
 	if b.Resolution() != time.Millisecond {
 		t.Fatalf("Resolution = %v", b.Resolution())
 	}
-	// The caller's OnInvalidations is still called.
-	mustAcquire(t, b, req("inv", "B", false)) // tracks the key
-	other, _ := e.backend(Tracking, nil)      // same prefix
-	if err := other.Release(ctx, "inv", "B"); err != nil {
+	// The caller's OnInvalidations is still called, before the Backend
+	// acts on them: with the invalidations of the Backend's inbox keys, the
+	// only keys its client tracks.
+	other, _ := e.backend(Tracking, nil) // same prefix
+	mustAcquire(t, other, req("inv", "A", false))
+	w := adaptertest.NewWakes()
+	cancel, err := b.Subscribe(ctx, "inv", w.Fn)
+	if err != nil {
 		t.Fatal(err)
 	}
-	adaptertest.Eventually(t, "the caller's OnInvalidations is called", func() bool { return userCalls.Load() > 0 })
-	_ = b.Release(ctx, "inv", "B")
+	defer cancel()
+	if g := mustAcquire(t, b, req("inv", "B", true)); !g.Queued {
+		t.Fatalf("B = %+v, want queued", g)
+	}
+	if err := other.Release(ctx, "inv", "A"); err != nil {
+		t.Fatal(err)
+	}
+	if x := w.Next(t); x != (backend.Wake{ID: "inv", Token: "B"}) {
+		t.Fatalf("wake = %+v, want {inv B}", x)
+	}
+	userMu.Lock()
+	seen := slices.Clone(userKeys)
+	userMu.Unlock()
+	if !slices.Contains(seen, b.Inbox("inv")) {
+		t.Fatalf("the caller's OnInvalidations saw %q, want the inbox key %q", seen, b.Inbox("inv"))
+	}
+	for _, k := range seen {
+		if !strings.HasPrefix(k, b.cfg.Keyspace().InboxBase(b.cfg.Process())) {
+			t.Fatalf("the client was told of %q: it tracks a key that is not its inbox", k)
+		}
+	}
+	_ = b.Leave(ctx, "inv", "B")
 
 	for _, bad := range []Options{
 		{ClientOption: e.clientOption(), Prefix: "a{b"},
@@ -136,14 +169,19 @@ func TestNewFallsBackToPubSub(t *testing.T) {
 	}
 }
 
-// TestPubSubSubscriptions: one SUBSCRIBE per id however many subscribers,
-// reference-counted; the last cancel unsubscribes; only the named head is
-// in the payload.
+// TestPubSubSubscriptions: one SUBSCRIBE per Backend (its inbox channel),
+// however many ids and subscribers, confirmed before the first Subscribe
+// returns; no id's channel is subscribed; a message names the id and the
+// head and reaches only that id's subscribers while they are subscribed;
+// the inbox is kept after the last cancel and left on Close.
 func TestPubSubSubscriptions(t *testing.T) {
 	e := newEnv(t)
 	b, c := e.backend(PubSub, nil)
-	ch := b.keyNames("s").Channel
-	numsub := func() int64 {
+	ch := b.Inbox("s")
+	if ch != b.Inbox("t") {
+		t.Fatalf("inboxes of s and t on one server: %q, %q; want one", ch, b.Inbox("t"))
+	}
+	numsub := func(ch string) int64 {
 		v, err := e.raw.Do(ctx, e.raw.B().PubsubNumsub().Channel(ch).Build()).ToArray()
 		if err != nil {
 			t.Fatal(err)
@@ -151,42 +189,54 @@ func TestPubSubSubscriptions(t *testing.T) {
 		n, _ := v[1].AsInt64()
 		return n
 	}
-	w1, w2 := adaptertest.NewWakes(), adaptertest.NewWakes()
+	w1, w2, w3 := adaptertest.NewWakes(), adaptertest.NewWakes(), adaptertest.NewWakes()
 	c1, err := b.Subscribe(ctx, "s", w1.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if numsub() != 1 {
+	if numsub(ch) != 1 {
 		t.Fatal("Subscribe returned before the server had the subscription")
 	}
 	c2, err := b.Subscribe(ctx, "s", w2.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if subs := c.takeSubs(); !slices.Equal(subs, []string{"subscribe"}) {
-		t.Fatalf("two Subscribes of one id sent %v, want one SUBSCRIBE", subs)
+	c3, err := b.Subscribe(ctx, "t", w3.Fn)
+	if err != nil {
+		t.Fatal(err)
 	}
-	e.do("PUBLISH", ch, "T")
+	if subs := c.takeSubs(); !slices.Equal(subs, []string{"subscribe"}) {
+		t.Fatalf("three Subscribes of two ids sent %v, want one SUBSCRIBE (the inbox's)", subs)
+	}
+	if n := numsub(b.keyNames("s").Channel); n != 0 {
+		t.Fatalf("the id's channel has %d subscribers: wake-ups of this Backend come to its inbox", n)
+	}
+	e.do("PUBLISH", ch, adaptertest.InboxMsg("s", ":T"))
 	if x, y := w1.Next(t), w2.Next(t); x != (backend.Wake{ID: "s", Token: "T"}) || y != x {
 		t.Fatalf("wakes %+v %+v", x, y)
 	}
+	w3.None(t, quiet/2)
 	c1()
 	c1() // idempotent
-	e.do("PUBLISH", ch, "U")
+	e.do("PUBLISH", ch, adaptertest.InboxMsg("s", ":U"))
 	if y := w2.Next(t); y.Token != "U" {
 		t.Fatalf("wake %+v", y)
 	}
 	w1.None(t, quiet/2)
 	c2()
-	adaptertest.Eventually(t, "the last cancel unsubscribes", func() bool { return numsub() == 0 })
-	// Subscribing again works.
-	c3, err := b.Subscribe(ctx, "s", w1.Fn)
+	c3()
+	// The inbox stays subscribed: Subscribing again costs no round trip.
+	c4, err := b.Subscribe(ctx, "s", w1.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c3()
-	if numsub() != 1 {
-		t.Fatal("re-Subscribe returned before the server had the subscription")
+	defer c4()
+	if subs := c.takeSubs(); len(subs) != 0 || numsub(ch) != 1 {
+		t.Fatalf("after the last cancel and a new Subscribe: sent %v, %d subscribers of the inbox; want nothing sent, 1", subs, numsub(ch))
+	}
+	e.do("PUBLISH", ch, adaptertest.InboxMsg("s", "250:V"))
+	if x := w1.Next(t); x.ID != "s" || x.Token != "V" || x.HolderTTL <= 0 {
+		t.Fatalf("wake %+v, want {s V} with the holder's TTL", x)
 	}
 
 	// A cancelled ctx ends a Subscribe that has not been confirmed yet.
@@ -195,6 +245,10 @@ func TestPubSubSubscriptions(t *testing.T) {
 	if _, err := b.Subscribe(cctx, "other", w1.Fn); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Subscribe with a cancelled ctx = %v", err)
 	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	adaptertest.Eventually(t, "Close leaves the inbox", func() bool { return numsub(ch) == 0 })
 }
 
 // TestPubSubServerDown: Subscribe does not hang when the server is gone: it

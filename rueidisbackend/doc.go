@@ -1,9 +1,10 @@
 // Package rueidisbackend is the rueidis adapter of the lock package: a
 // [backend.Backend] on one Redis deployment, built from the same Lua
 // scripts as redisbackend (internal/scripts), whose waiters are woken by
-// client-side-caching invalidations (CLIENT TRACKING) or, with caching
-// off, by pub/sub. It needs Redis 5 or newer; tracking needs Redis 6 or
-// newer with RESP3.
+// client-side-caching invalidations of a per-process inbox key (CLIENT
+// TRACKING in broadcasting mode) or, with caching off, by pub/sub on a
+// per-process inbox channel. It needs Redis 5 or newer; tracking needs
+// Redis 6.2 or newer (LPOP with a count) with RESP3.
 //
 //	b, err := rueidisbackend.New(rueidisbackend.Options{
 //		ClientOption: rueidis.ClientOption{InitAddress: []string{"localhost:6379"}},
@@ -23,68 +24,73 @@
 //
 // # Tracking mode (the default of New)
 //
-// New builds the client with CLIENT TRACKING ON NOLOOP (default mode: every
-// key a command reads is tracked). It has one connection per Redis node
-// (PipelineMultiplex -1, auto-pipelining on, no blocking pool): every step
-// runs on the connection whose invalidations the Backend hears.
+// Every Backend has a name of its own, process (16 random hex digits), and
+// an inbox: "<prefix>inbox:<process>:", with a hash tag of one slot
+// appended on Cluster (see Keys). New builds the client with CLIENT
+// TRACKING ON BCAST PREFIX <prefix>inbox:<process>: NOLOOP. Redis then tells
+// the connection of every write, by another connection, to a key under
+// that prefix: the Backend's inbox keys, which no other process reads. The
+// client tracks nothing else: no lock or queue key, so a lock's changes
+// reach no process and the uncontended path costs no tracking at all. It
+// has one connection per Redis node (PipelineMultiplex -1, auto-pipelining
+// on, no blocking pool).
 //
-//   - No missed wake-up: the acquire script reads the lock key in the same
-//     atomic step as a failed try, on that connection. From its reply on,
-//     any change of the key by another connection (release, expiry, a new
-//     grant, an extend) is pushed to the connection after that reply. The
-//     core subscribes before that step, so Subscribe only registers the
-//     callback (no command) and the push finds it.
-//   - Which ids: an invalidation names keys; the lock key of a subscribed id
-//     becomes Wake{ID: id} (no token: an invalidation cannot name the head,
-//     so the core wakes its earliest local waiter of the id). Queue keys,
-//     which the scripts also read, and ids nobody here waits on are
-//     ignored. Waiters of other ids are never woken.
-//   - NOLOOP: the connection is not told of its own writes, so a holder's
-//     extend or release never comes back to it (no self-wake loop; a test
-//     counts exactly one command per extend). But Redis also stops tracking
-//     a key for the connection that wrote it. The Backend never depends on
-//     hearing its own writes. The acquire script (on a grant) and the
-//     extend script read the key again after writing it, so it stays
-//     tracked: the expiry of the Backend's own lease still reaches its own
-//     waiters. That read (one PTTL on the server) is made in Tracking mode
-//     only; in PubSub mode the scripts skip it. After its own Release it wakes its own waiters of the id
-//     itself (Wake{ID}); after a Leave that removed something, all of them
-//     (Wake{ID, All: true}: the leaver may be the earliest one). On Redis
-//     before 7.0.5, scripts ignore NOLOOP: the Backend then hears its own
-//     writes, which costs at most one extra re-check per write while this
-//     Backend has waiters of the id, never a loop.
+//   - Only the head's process is told: a queued waiter's record (key w)
+//     names its inbox, and a step that wakes the head RPUSHes
+//     "<n>:<enc(id)><payload>" to that inbox key (PEXPIRE 60 s). The
+//     invalidation of the key makes the Backend drain it on a goroutine of
+//     its own (LPOP with a count, all written keys in one round trip) and
+//     deliver each message to the subscribers of the id it names, with
+//     the head's token: Wake{ID, Token} or, from a grant that leaves a new
+//     head, Wake{ID, Token, HolderTTL} (that head keeps a timer at the
+//     holder's TTL). Eight processes waiting on one id get one message per
+//     hand-off, not eight.
+//   - No missed wake-up: the message waits in the key until drained, so a
+//     wake-up sent before the waiter's process looked is still read.
+//     Subscribe only registers the callback (no command).
+//   - Its own wake-ups: Redis (7.0) does not apply NOLOOP to a script's
+//     writes in broadcasting mode, so a step of this Backend that wakes one
+//     of its own waiters reaches it the same way (a test checks it, as a
+//     later Redis could change it). The drain is a plain command, which
+//     NOLOOP keeps from coming back: no loop.
 //   - A lost connection or FLUSHALL: rueidis reports it as a nil
 //     invalidation ("everything"). The Backend then PINGs through the client
-//     (which dials a new tracking connection) until the server answers, and
-//     only then delivers Wake{ID, All: true} for every subscribed id, so
-//     that every waiter re-checks, and tracks again, on the new connection.
+//     (which dials a new tracking connection) until the server answers,
+//     drains the inbox keys of its subscribed ids, and only then delivers
+//     Wake{ID, All: true} for every subscribed id, so that every waiter
+//     re-checks.
 //
-// A grant changes the lock key, so every waiting process re-checks: the
-// next head learns it is the head, and the holder's TTL, from that step,
-// and keeps a timer for a lease that ends without a release.
-//
-// What tracking does not report: a change of the queue's head by a Leave
-// or a purge, the lock being free (a head that leaves or dies right after
-// a release) or held (the new head then keeps no timer at the holder's
-// TTL). The next head finds out by its own heartbeat (Ready), within
-// WaiterTimeout/3 (plus WaiterTimeout for a dead head to be purged), as
-// with a lost pub/sub message. And every change of the lock key wakes one waiter per process
-// that waits on the id, including a holder's extend: one extra step per
-// waiting process per extend, where pub/sub wakes the head only.
+// What the inbox does not report is what pub/sub does not report either:
+// a lease that expires with no step (the head re-checks at the holder's
+// TTL, which it was told), and a message lost with its key (a failover, an
+// inbox key gone after 60 s unread). The head then finds out by its
+// heartbeat (Ready), within WaiterTimeout/3.
 //
 // # PubSub mode (ClientOption.DisableCache, NewWithClient, or no tracking)
 //
 // Pub/sub is used with ClientOption.DisableCache, with NewWithClient, and
 // when rueidis reports rueidis.ErrNoCache while New builds the tracking
 // client (Redis < 6, or no RESP3, e.g. some proxies and managed services;
-// New then builds the client again with DisableCache). The Backend then
-// hears the scripts' PUBLISH of the head's token on one dedicated
-// connection from the client's pool, shared by every id and
-// reference-counted per channel. Subscribe
-// returns once the server confirmed the SUBSCRIBE. One goroutine sends
-// every SUBSCRIBE and UNSUBSCRIBE in order; when the connection breaks it
-// takes a new one and subscribes again, and each re-confirmed channel
-// becomes Wake{ID, All: true}. [Backend.Mode] tells which mode is in use.
+// New then builds the client again with DisableCache). The scripts then
+// PUBLISH the head's wake-up on its process's inbox channel (named as the
+// inbox key above), which the Backend subscribes to on one dedicated
+// connection from the client's pool, and routes to each id's subscribers.
+// The Backend's first Subscribe returns once the server confirmed the
+// SUBSCRIBE; later ones only register. The inbox stays subscribed until
+// Close. One goroutine sends every SUBSCRIBE and UNSUBSCRIBE in order;
+// when the connection breaks it takes a new one and subscribes again, and
+// every subscribed id gets Wake{ID, All: true}. [Backend.Mode] tells which
+// mode is in use.
+//
+// # Rolling upgrade
+//
+// Every process that locks the same ids must move to this version at
+// once. An older process wakes waiters on the id's channel (or by the lock
+// key's invalidation), which this version neither subscribes to nor
+// tracks: its release reaches this version's waiters only by their
+// heartbeat (WaiterTimeout/3, 5 s by default). This version's wake-ups for
+// an older process's waiters (no inbox in their record) go to the id's
+// channel, as that process expects.
 //
 // # Keys
 //
@@ -93,10 +99,16 @@
 // is one script on one slot (Cluster works). The keys are
 // "<prefix>{<enc(id)>}:<suffix>" with these suffixes. lock: the holder's
 // token; TTL = the lease, relative PX. q and dl: the queue and its
-// deadlines; at least 3 x the longest WaiterTimeout, gone once empty. n:
+// deadlines; at least 3 x the longest WaiterTimeout, gone once empty. w:
+// the queued waiters' records ("<lease ms>:<inbox>"), as q. n:
 // "fence", the id's last fence, and "rel", the last release's token; an
 // hour, set by a grant about once per half hour of grants, and by an
-// extend or grant of a longer lease. wake: the pub/sub channel. Every key
+// extend or grant of a longer lease. wake: the pub/sub channel of a waiter
+// with no inbox (an older version's). Per Backend, not per id: its inbox,
+// "<prefix>inbox:<process>:", with "{<tag>}" (a hash tag of one slot)
+// appended per slot on Cluster in Tracking mode or with ShardedPubSub: a
+// channel in PubSub mode, a list key in Tracking mode that lives 60 s
+// after its last write (drained at once while the Backend runs). Every key
 // expires: memory per id returns to zero at most an hour after the id's
 // last grant or extend (or the end of that lease, if later). A fence is
 // the server's clock (TIME) in µs, raised past the id's last fence while
@@ -112,20 +124,20 @@
 //   - Acquire, Release, Extend, Leave: 1 command each. Uncontended
 //     Acquire + Release through lock.Locker: 2.
 //   - A contended acquisition in steady state: its enqueue, the holder's
-//     release and its grant: 3.
+//     release and its grant: 3; in Tracking mode 4, with the drain of the
+//     inbox key (LPOP). A drain takes every message waiting in the key, so
+//     wake-ups that arrive together share one.
 //   - Heartbeat: 1 command per id, all in one round trip; an idle waiter
 //     sends nothing else (one batched round trip per WaiterTimeout/3).
-//   - AcquireBatch: in PubSub mode one acquire_many script per chunk of
-//     up to 64 requests, any ids on one server; on Cluster one per hash
-//     slot and chunk. In Tracking mode one acquire script per request:
-//     Redis makes a tracking client's script on n ids cost the server
-//     about n^2. All in one round trip (one per master on Cluster).
+//   - AcquireBatch: one acquire_many script per chunk of up to 64
+//     requests, any ids on one server; on Cluster one per hash slot and
+//     chunk. All in one round trip (one per master on Cluster).
 //   - LeaveBatch: 1 command per request, one round trip.
-//   - Subscribe: nothing in Tracking mode; in PubSub mode one SUBSCRIBE on
-//     the pub/sub connection for an id not yet subscribed.
-//   - A waiting process in Tracking mode also re-checks (1 command) on each
-//     change of the lock key by another process: a grant ahead of it, a
-//     release, an extend, an expiry.
+//   - Subscribe: nothing in Tracking mode; in PubSub mode one SUBSCRIBE of
+//     the inbox on the pub/sub connection, by the Backend's first Subscribe
+//     (with ShardedPubSub on Cluster: one SSUBSCRIBE per slot's inbox).
+//   - Nothing else: a holder's extend, a grant to another process or an
+//     expiry sends no process anything.
 //
 // rueidis never resends a write, and a connection that broke while idle is
 // often noticed only by the next command on it. So a step that failed on
@@ -153,18 +165,19 @@
 // Give New (or the client of NewWithClient) the addresses of the nodes;
 // rueidis sends each step to the master of the id's slot, follows MOVED
 // and ASK, and splits a batch (DoMulti) into one round trip per master.
-// In Tracking mode the client has one connection per node, with tracking
-// on. Each step runs on the connection of its id's master, so the key a
-// failed try reads is tracked on the connection that hears its
-// invalidations (package clustertest checks it with CLIENT LIST). After a
-// lost connection the Backend PINGs every master (CLUSTER SLOTS), each on
-// its own connection, before it wakes every waiter. In PubSub mode the
-// classic SUBSCRIBE works on Cluster because every node forwards a PUBLISH
-// to all the others. With Options.ShardedPubSub (Redis 7.0 or newer) the
-// scripts send SPUBLISH, which stays on the id's master. Each id is
-// subscribed there with an SSUBSCRIBE (through client.Receive: rueidis's
-// connection to that node, one goroutine per id), and again where its
-// slot moves, with Wake{ID, All: true}. Both modes, with and without ShardedPubSub,
+// In Tracking mode the client has one connection per node, each tracking
+// the inbox prefix. A script may only write a key of its own slot, so the
+// Backend has one inbox key per slot, and the node that serves the slot
+// tells the Backend's connection to it. After a lost connection the
+// Backend PINGs every master (CLUSTER SLOTS), each on its own connection,
+// before it drains and wakes every waiter. In PubSub mode the classic
+// SUBSCRIBE of the one inbox works on Cluster because every node forwards
+// a PUBLISH to all the others. With Options.ShardedPubSub (Redis 7.0 or
+// newer) the scripts send SPUBLISH, which stays on the id's master, to the
+// inbox of the id's slot. Each slot's inbox is subscribed there with an
+// SSUBSCRIBE (through client.Receive: rueidis's connection to that node,
+// one goroutine per inbox), and again where its slot moves, with Wake{ID,
+// All: true} for the slot's subscribed ids. Both modes, with and without ShardedPubSub,
 // pass the conformance suite on a local cluster of three masters, and a
 // slot migration under load (package clustertest).
 package rueidisbackend

@@ -224,14 +224,14 @@ func (s *pubsub) failUnconfirmed(err error) {
 func (s *pubsub) onMessage(m rueidis.PubSubMessage) {
 	s.mu.Lock()
 	e := s.chans[m.Channel]
-	// e may be nil (a message for a channel given up): read its id under the lock.
+	// e may be nil (a message for a channel given up).
 	var fns wakefns.Snapshot
-	var id string
+	var we *wakefns.Entry
 	if e != nil && e.Settled() && !s.closed {
-		fns, id = e.Fns.Snapshot(), e.ID
+		fns, we = e.Fns.Snapshot(), &e.Entry
 	}
 	s.mu.Unlock()
-	fns.Deliver(wakefns.Parse(id, m.Message))
+	wakefns.Message(we, fns, m.Message)
 }
 
 func (s *pubsub) onSubscription(sub rueidis.PubSubSubscription) {

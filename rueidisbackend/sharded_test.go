@@ -9,17 +9,18 @@ import (
 )
 
 // TestShardedOnOneServer: with ShardedPubSub in PubSub mode on one server,
-// the scripts wake the head with SPUBLISH, which the Backend's SSUBSCRIBE
-// hears, a killed connection is restored with Wake{All}, and the channel
-// is unsubscribed after the last cancel. In Tracking mode the option only
-// changes the command the scripts send. The cluster case is tested in
-// package clustertest.
+// the scripts wake the head with SPUBLISH of its process's inbox channel,
+// which the Backend's one SSUBSCRIBE hears (no id's channel is
+// subscribed); a killed connection is restored with Wake{All}; the inbox
+// stays subscribed after the last cancel and is left on Close. A Tracking
+// mode holder's release sends the SPUBLISH too: the waiter's record names
+// its inbox. The cluster case is tested in package clustertest.
 func TestShardedOnOneServer(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnvAt(t, srv.Addr)
 	holder, _ := e.backend(Tracking, &Options{ShardedPubSub: true})
 	waiter, _ := e.backend(PubSub, &Options{ShardedPubSub: true})
-	ch := waiter.keyNames("h").Channel
+	ch := waiter.Inbox("h")
 	w := adaptertest.NewWakes()
 	cancel, err := waiter.Subscribe(ctx, "h", w.Fn)
 	if err != nil {
@@ -50,9 +51,19 @@ func TestShardedOnOneServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	adaptertest.Eventually(t, "the shard channel is unsubscribed after the last cancel", func() bool {
+	shardNumSub := func(ch string) int64 {
 		n, _ := e.do("PUBSUB", "SHARDNUMSUB", ch).ToArray()
 		v, _ := n[1].AsInt64()
-		return v == 0
-	})
+		return v
+	}
+	if n := shardNumSub(waiter.keyNames("h").Channel); n != 0 {
+		t.Fatalf("the id's shard channel has %d subscribers, want none: wake-ups come to the inbox", n)
+	}
+	if n := shardNumSub(ch); n != 1 {
+		t.Fatalf("the inbox has %d subscribers after the last cancel, want 1: it is kept while the Backend lives", n)
+	}
+	if err := waiter.Close(); err != nil {
+		t.Fatal(err)
+	}
+	adaptertest.Eventually(t, "the inbox is unsubscribed on Close", func() bool { return shardNumSub(ch) == 0 })
 }

@@ -183,7 +183,7 @@ func (s *spubsub) message(e *spEntry, m rueidis.PubSubMessage) {
 	if closed {
 		return
 	}
-	fns.Deliver(wakefns.Parse(e.ID, m.Message))
+	wakefns.Message(&e.Entry, fns, m.Message)
 }
 
 // fail ends e's first Subscribe with err and reports whether e is done

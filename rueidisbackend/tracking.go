@@ -2,100 +2,97 @@ package rueidisbackend
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
 
-	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/wakefns"
 )
 
-// tracker routes the invalidations of the Backend's tracking connection to
-// the subscribers of the invalidated lock keys (Tracking mode).
+// tracker hears the writes of other processes to the Backend's inbox keys
+// and delivers their messages (Tracking mode).
 //
-// Invalidations name keys; a key that is the lock key of a subscribed id
-// becomes Wake{ID: id} for that id's subscribers, and nothing else: the
-// queue keys that the scripts also read (and so also track) are ignored, as
-// are lock keys nobody here waits on. A nil invalidation is rueidis telling
-// that the connection is gone or the server flushed everything: every
-// tracked key is forgotten, so every subscribed id gets Wake{ID, All: true}.
+// The client tracks in broadcasting mode: CLIENT TRACKING ON BCAST PREFIX
+// <the Backend's inbox base> NOLOOP. Redis then tells the connection of
+// every write, by another connection, to a key that starts with that
+// prefix: the Backend's inbox keys, which no other process reads. It
+// tracks nothing else: no key a step reads, so a lock's changes reach no
+// process, and the uncontended path costs the server no tracking at all.
 //
-// A connection that is gone is not re-established at once: rueidis dials
-// again on the next command. The wake-up that makes every waiter re-check
-// is delivered once it can succeed: a goroutine PINGs through the client
-// (which dials a new tracking connection) until the server answers, and
-// only then delivers Wake{ID, All: true}, as the pub/sub mode does on
+// A script that wakes one of this Backend's waiters pushes the message to
+// the inbox key of the id's slot. The invalidation of that key makes the
+// tracker drain it (LPOP with a count) on its own goroutine, and deliver
+// the messages through the Inbox. The drain is a plain command of this
+// connection, which NOLOOP keeps from coming back. A script's write is not
+// kept back (Redis 7.0 ignores NOLOOP for scripts in broadcasting mode),
+// so the Backend's own steps' wake-ups for its own waiters come too.
+//
+// A nil invalidation is rueidis telling that the connection is gone or the
+// server flushed everything. A connection that is gone is dialled again on
+// the next command, and a write while it was down told nobody. So the
+// tracker PINGs through the client until the server answers, drains every
+// inbox that serves a subscribed id, and only then delivers Wake{ID, All:
+// true} to every subscribed id, as the pub/sub mode does on
 // re-subscription. A re-check sent while the server is unreachable would
 // fail the waiting call instead.
 type tracker struct {
-	ks   keys.Keyspace
-	user func([]rueidis.RedisMessage) // the caller's own OnInvalidations, if any
-	ping func(context.Context) error  // set once the client exists
+	base  string                       // every inbox key starts with it
+	inbox *wakefns.Inbox               // the Backend's: registrations, delivery
+	user  func([]rueidis.RedisMessage) // the caller's own OnInvalidations, if any
+	ping  func(context.Context) error
+	drain func(context.Context, []string) ([][]string, error)
 
 	mu         sync.Mutex
-	byKey      map[string]*trackEntry // lock key -> entry
+	pending    map[string]bool // inbox keys written since their last drain
+	started    bool            // the drain goroutine runs
 	closed     bool
 	recovering bool // a recover goroutine runs
 	again      bool // another nil invalidation came while it ran
+	kick       chan struct{}
 	closing    chan struct{}
-	ctx        context.Context // cancelled by close; bounds the PINGs
+	ctx        context.Context // cancelled by close; bounds the commands
 	stop       context.CancelFunc
-	wg         sync.WaitGroup // the recover goroutine
+	wg         sync.WaitGroup // the drain and recover goroutines
 }
 
-// pingTimeout bounds one PING of the recovery.
+// pingTimeout bounds one PING of the recovery, and one drain.
 const pingTimeout = 5 * time.Second
 
-type trackEntry struct {
-	id  string
-	key string
-	fns wakefns.List // copy-on-write: deliver reads it without the lock
-}
-
-func newTracker(ks keys.Keyspace, user func([]rueidis.RedisMessage)) *tracker {
+func newTracker(base string, inbox *wakefns.Inbox, user func([]rueidis.RedisMessage)) *tracker {
 	ctx, stop := context.WithCancel(context.Background())
-	return &tracker{ks: ks, user: user, byKey: make(map[string]*trackEntry), closing: make(chan struct{}), ctx: ctx, stop: stop}
+	return &tracker{
+		base: base, inbox: inbox, user: user,
+		pending: make(map[string]bool),
+		kick:    make(chan struct{}, 1),
+		closing: make(chan struct{}),
+		ctx:     ctx, stop: stop,
+	}
 }
 
-// setPing sets how the recovery checks that the server answers again.
-func (t *tracker) setPing(ping func(context.Context) error) {
-	t.mu.Lock()
-	t.ping = ping
-	t.mu.Unlock()
+// trackingOptions returns the CLIENT TRACKING options of a Backend whose
+// inbox keys start with base.
+func trackingOptions(base string) []string {
+	return []string{"BCAST", "PREFIX", base, "NOLOOP"}
 }
 
-// subscribe registers fn for the invalidations of lockKey. It costs no
-// command: the tracking is set up by the reads of the steps that follow.
-func (t *tracker) subscribe(id, lockKey string, fn func(backend.Wake)) (func(), error) {
+// start sets how the tracker checks that the server answers again, and
+// how it drains inbox keys, once the client exists.
+func (t *tracker) start(ping func(context.Context) error, drain func(context.Context, []string) ([][]string, error)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
-		return nil, backend.ErrClosed
-	}
-	e := t.byKey[lockKey]
-	if e == nil {
-		e = &trackEntry{id: id, key: lockKey}
-		t.byKey[lockKey] = e
-	}
-	key := e.fns.Add(fn)
-	var once sync.Once
-	return func() { once.Do(func() { t.unsubscribe(e, key) }) }, nil
-}
-
-func (t *tracker) unsubscribe(e *trackEntry, key uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e.fns.Remove(key) == 0 && t.byKey[e.key] == e {
-		delete(t.byKey, e.key)
+	t.ping, t.drain = ping, drain
+	if !t.closed && !t.started {
+		t.started = true
+		t.wg.Add(1)
+		go t.drainLoop()
 	}
 }
 
 // onInvalidations is the client's OnInvalidations. rueidis calls it on the
-// connection's reading goroutine, after the reply of the command that
-// tracked the key, so it must not block: it only looks up and calls the
-// subscribers' fns, which do not block either.
+// connection's reading goroutine, so it must not block: it only notes the
+// inbox keys to drain and wakes the drain goroutine.
 func (t *tracker) onInvalidations(msgs []rueidis.RedisMessage) {
 	if t.user != nil {
 		t.user(msgs)
@@ -104,19 +101,78 @@ func (t *tracker) onInvalidations(msgs []rueidis.RedisMessage) {
 		t.lost()
 		return
 	}
+	t.mu.Lock()
+	n := 0
 	for _, m := range msgs {
 		key, err := m.ToString()
-		if err != nil {
+		if err != nil || !strings.HasPrefix(key, t.base) {
+			continue
+		}
+		t.pending[key] = true
+		n++
+	}
+	t.mu.Unlock()
+	if n > 0 {
+		select {
+		case t.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// drainLoop drains the written inbox keys, all of them in one round trip,
+// until close. A drain that failed is tried again after a growing delay;
+// meanwhile the messages wait in their keys.
+func (t *tracker) drainLoop() {
+	defer t.wg.Done()
+	delay := time.Duration(0)
+	for {
+		select {
+		case <-t.closing:
+			return
+		case <-t.kick:
+		}
+		t.mu.Lock()
+		keys := make([]string, 0, len(t.pending))
+		for k := range t.pending {
+			keys = append(keys, k)
+		}
+		clear(t.pending)
+		t.mu.Unlock()
+		if len(keys) == 0 {
+			continue
+		}
+		if err := t.drainNow(keys); err == nil {
+			delay = 0
 			continue
 		}
 		t.mu.Lock()
-		e := t.byKey[key]
-		closed := t.closed
+		for _, k := range keys {
+			t.pending[k] = true
+		}
 		t.mu.Unlock()
-		if e != nil && !closed {
-			t.deliverTo(e, backend.Wake{ID: e.id})
+		delay = min(max(2*delay, minRedial), maxRedial)
+		if !t.sleep(delay) {
+			return
+		}
+		select {
+		case t.kick <- struct{}{}:
+		default:
 		}
 	}
+}
+
+// drainNow drains keys and delivers their messages.
+func (t *tracker) drainNow(keys []string) error {
+	ctx, cancel := context.WithTimeout(t.ctx, pingTimeout)
+	msgs, err := t.drain(ctx, keys)
+	cancel()
+	for _, ms := range msgs {
+		for _, m := range ms {
+			t.inbox.Message(m)
+		}
+	}
+	return err
 }
 
 // lost starts the recovery after a nil invalidation (or asks the running
@@ -136,20 +192,14 @@ func (t *tracker) lost() {
 	go t.recover()
 }
 
-// recover PINGs until the server answers on a new connection, then wakes
-// every subscribed id with All.
+// recover PINGs until the server answers on a new connection, drains the
+// inboxes of the subscribed ids, then wakes every subscribed id with All.
 func (t *tracker) recover() {
 	defer t.wg.Done()
 	delay := time.Duration(0)
 	for {
-		if delay > 0 {
-			tm := time.NewTimer(delay)
-			select {
-			case <-t.closing:
-				tm.Stop()
-				return
-			case <-tm.C:
-			}
+		if delay > 0 && !t.sleep(delay) {
+			return
 		}
 		t.mu.Lock()
 		t.again = false
@@ -157,6 +207,11 @@ func (t *tracker) recover() {
 		ctx, cancel := context.WithTimeout(t.ctx, pingTimeout)
 		err := t.ping(ctx)
 		cancel()
+		if err == nil {
+			if keys := t.inbox.Channels(); len(keys) > 0 {
+				err = t.drainNow(keys)
+			}
+		}
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
@@ -164,14 +219,8 @@ func (t *tracker) recover() {
 		}
 		if err == nil && !t.again {
 			t.recovering = false
-			entries := make([]*trackEntry, 0, len(t.byKey))
-			for _, e := range t.byKey {
-				entries = append(entries, e)
-			}
 			t.mu.Unlock()
-			for _, e := range entries {
-				t.deliverTo(e, backend.Wake{ID: e.id, All: true})
-			}
+			t.inbox.Resubscribed("")
 			return
 		}
 		t.mu.Unlock()
@@ -186,26 +235,19 @@ func (t *tracker) recover() {
 	}
 }
 
-// deliver sends w to the subscribers of id, if any.
-func (t *tracker) deliver(id string, w backend.Wake) {
-	key := t.ks.Key(id, keys.SuffixLock)
-	t.mu.Lock()
-	e := t.byKey[key]
-	closed := t.closed
-	t.mu.Unlock()
-	if e != nil && !closed {
-		t.deliverTo(e, w)
+// sleep waits d and reports true, or false as soon as the tracker closes.
+func (t *tracker) sleep(d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-t.closing:
+		return false
+	case <-tm.C:
+		return true
 	}
 }
 
-func (t *tracker) deliverTo(e *trackEntry, w backend.Wake) {
-	t.mu.Lock()
-	fns := e.fns.Snapshot()
-	t.mu.Unlock()
-	fns.Deliver(w)
-}
-
-// close stops delivering and waits for the recover goroutine.
+// close stops delivering and waits for the goroutines.
 func (t *tracker) close() {
 	t.mu.Lock()
 	if !t.closed {
@@ -213,7 +255,6 @@ func (t *tracker) close() {
 		close(t.closing)
 		t.stop()
 	}
-	t.byKey = make(map[string]*trackEntry)
 	t.mu.Unlock()
 	t.wg.Wait()
 }

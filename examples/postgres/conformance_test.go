@@ -126,5 +126,5 @@ func TestConformance(t *testing.T) {
 
 // Limits tells the suite the queue cap and purge limit it may fill.
 func (h *harness) Limits() conformance.Limits {
-	return conformance.Limits{MaxWaiters: h.opts.MaxWaiters, PurgeLimit: h.opts.PurgeLimit}
+	return conformance.Limits{MaxWaiters: h.opts.MaxWaiters, PurgeLimit: h.opts.PurgeLimit, WakesEveryProcess: true}
 }

@@ -35,6 +35,22 @@ func (l *Log) TakeTrips() [][]string {
 	return t
 }
 
+// Count returns how many commands named name l saw since the last take,
+// without taking them.
+func (l *Log) Count(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, trip := range l.trips {
+		for _, c := range trip {
+			if c == name {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Take returns the commands and round trips since the last take, and the
 // commands' names.
 func (l *Log) Take() (cmds, trips int, names string) {

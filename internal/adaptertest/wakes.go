@@ -1,10 +1,12 @@
 package adaptertest
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
 )
 
 // Wakes collects the wake-ups delivered to one subscriber: pass its Fn to
@@ -86,4 +88,12 @@ func (w *Wakes) Drain() []backend.Wake {
 			return out
 		}
 	}
+}
+
+// InboxMsg returns the message a script sends to a process's inbox for a
+// waiter of id: the length of id's hash tag, a colon, the tag, then
+// payload (":<token>" or "<holder ttl ms>:<token>").
+func InboxMsg(id, payload string) string {
+	enc := keys.Encode(id)
+	return strconv.Itoa(len(enc)) + ":" + enc + payload
 }

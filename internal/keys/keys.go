@@ -16,6 +16,24 @@
 // may contain neither, so the hash tag Redis computes for a key (the bytes
 // between the first '{' and the next '}') is always exactly enc(id): no id
 // can move its keys to another slot or change the layout of the key.
+//
+// Besides the keys of ids, each Backend (process) has an inbox, where the
+// wake-ups of its waiters go (see [SuffixInbox]):
+//
+//	<prefix>inbox:<process>:[{<slot tag>}]
+//
+// Its names never look like an id's key: '{' does not follow the prefix.
+//
+//	suffix  type    holds                                      TTL
+//	lock    string  the holder's token                         the lease
+//	q       zset    waiter token -> ticket                     >= 3 waiter TTLs; gone once empty
+//	dl      zset    waiter token -> deadline (ms)              as q
+//	w       hash    waiter token -> "<lease ms>:<inbox>"       as q
+//	n       hash    "fence", "rel"                             an hour after a grant (30-60 min idle)
+//	wake    channel ":<token>" or "<ms>:<token>" for a waiter  -
+//	                with no inbox (an older version's)
+//	inbox:  channel "<n>:<enc(id)>" + the wake payload         - (PubSub)
+//	        list    the same messages, RPUSHed                 60 s after the last write (Tracking)
 package keys
 
 import (
@@ -49,7 +67,15 @@ const (
 	// every lease. (An older version kept it with no TTL and a "ticket"
 	// field; the scripts give it a TTL.)
 	SuffixCounters = "n"
-	// SuffixChannel names the pub/sub channel that carries wake-ups.
+	// SuffixWaiters names the waiter records: a hash of waiter token ->
+	// "<lease TTL in ms>:<inbox>", the lease TTL a queued waiter asked for
+	// and where its wake-ups go: its process's inbox, its kind first ("P"
+	// PUBLISH, "S" SPUBLISH, "K" RPUSH to a key), or empty for the id's
+	// channel. A token has a record exactly while it is queued. TTL: as
+	// the queue's.
+	SuffixWaiters = "w"
+	// SuffixChannel names the pub/sub channel that carries the wake-ups of
+	// waiters with no inbox (an older version's waiters).
 	SuffixChannel = "wake"
 )
 
@@ -171,14 +197,15 @@ type ID struct {
 	Queue     string // zset: waiter token -> ticket
 	Deadlines string // zset: waiter token -> deadline in ms of the server's clock
 	Counters  string // hash: "fence", "rel"; TTL: see SuffixCounters
+	Waiters   string // hash: waiter token -> "<lease TTL in ms>:<inbox>"
 	Channel   string // pub/sub channel of wake-ups; payload: ":" or "<holder's TTL in ms>:", then the head's token
 }
 
-// For returns the key names of id. The five names share one allocation:
+// For returns the key names of id. The six names share one allocation:
 // every step builds them.
 func (k Keyspace) For(id string) ID {
 	enc := Encode(id)
-	suffixes := [...]string{SuffixLock, SuffixQueue, SuffixDeadlines, SuffixCounters, SuffixChannel}
+	suffixes := [...]string{SuffixLock, SuffixQueue, SuffixDeadlines, SuffixCounters, SuffixChannel, SuffixWaiters}
 	n := 0
 	for _, s := range suffixes {
 		n += len(k.prefix) + len(enc) + 3 + len(s)
@@ -202,7 +229,7 @@ func (k Keyspace) For(id string) ID {
 		}
 		return all[start:end[i]]
 	}
-	return ID{Lock: name(0), Queue: name(1), Deadlines: name(2), Counters: name(3), Channel: name(4)}
+	return ID{Lock: name(0), Queue: name(1), Deadlines: name(2), Counters: name(3), Channel: name(4), Waiters: name(5)}
 }
 
 // Base returns the part that every key of id starts with:

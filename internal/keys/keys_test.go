@@ -72,6 +72,7 @@ func TestPrefix(t *testing.T) {
 		Deadlines: "app:locks:{a%7Bb%7D}:dl",
 		Counters:  "app:locks:{a%7Bb%7D}:n",
 		Channel:   "app:locks:{a%7Bb%7D}:wake",
+		Waiters:   "app:locks:{a%7Bb%7D}:w",
 	}
 	if got != want {
 		t.Errorf("For = %+v, want %+v", got, want)
@@ -119,7 +120,7 @@ func FuzzEncode(f *testing.F) {
 			t.Fatalf("New(%q): %v", prefix, err)
 		}
 		ks := k.For(id)
-		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Channel} {
+		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Waiters, ks.Channel} {
 			if tag := hashTag(key); tag != enc {
 				t.Fatalf("hash tag of %q = %q, want %q", key, tag, enc)
 			}
@@ -174,10 +175,34 @@ func TestSlot(t *testing.T) {
 	for _, id := range []string{"order-42", "", "a{b}c", "%7B", "}{:lock"} {
 		ks := k.For(id)
 		want := SlotOf(id)
-		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Channel} {
+		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Waiters, ks.Channel} {
 			if got := Slot(key); got != want {
 				t.Errorf("Slot(%q) = %d, want SlotOf(%q) = %d", key, got, id, want)
 			}
 		}
+	}
+}
+
+// Every slot has a tag, and an inbox of a slot hashes to that slot; the
+// inbox of every slot has no hash tag.
+func TestInboxSlots(t *testing.T) {
+	k, err := New("app:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := 0; s < NumSlots; s++ {
+		name := k.Inbox("p1", s)
+		if got := Slot(name); got != s || InboxOf(name) != s {
+			t.Fatalf("Inbox(p1, %d) = %q hashes to slot %d (InboxOf %d)", s, name, got, InboxOf(name))
+		}
+		if !strings.HasPrefix(name, k.InboxBase("p1")) {
+			t.Fatalf("Inbox(p1, %d) = %q does not start with InboxBase %q", s, name, k.InboxBase("p1"))
+		}
+	}
+	if got := k.Inbox("p1", -1); got != "app:inbox:p1:" || InboxOf(got) != -1 {
+		t.Fatalf("Inbox(p1, -1) = %q (InboxOf %d), want %q with no slot", got, InboxOf(got), "app:inbox:p1:")
+	}
+	if _, _, err := k.Parse(k.Inbox("p1", 7)); !errors.Is(err, ErrNotInKeyspace) {
+		t.Fatalf("Parse(an inbox) = %v, want ErrNotInKeyspace: no id's key looks like an inbox", err)
 	}
 }

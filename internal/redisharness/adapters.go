@@ -20,7 +20,7 @@ func GoRedis(t *testing.T, tg Target, opts *redisbackend.Options) *Harness {
 	o := orZero(opts)
 	o.Prefix = prefixOr(t, o.Prefix)
 	o.MaxWaiters, o.PurgeLimit = MaxWaiters, PurgeLimit
-	return newHarness(t, tg, o.Prefix, false, func(t *testing.T, conns *notifyconn.Conns) backend.Backend {
+	return newHarness(t, tg, o.Prefix, func(t *testing.T, conns *notifyconn.Conns) backend.Backend {
 		o := o
 		return GoRedisBackend(t, tg.client(conns.Dial), &o)
 	})
@@ -36,7 +36,7 @@ func Rueidis(t *testing.T, tg Target, mode rueidisbackend.Mode, opts *rueidisbac
 	o.Prefix = prefixOr(t, o.Prefix)
 	o.MaxWaiters, o.PurgeLimit = MaxWaiters, PurgeLimit
 	tracking := mode == rueidisbackend.Tracking
-	return newHarness(t, tg, o.Prefix, tracking, func(t *testing.T, conns *notifyconn.Conns) backend.Backend {
+	return newHarness(t, tg, o.Prefix, func(t *testing.T, conns *notifyconn.Conns) backend.Backend {
 		co := rueidis.ClientOption{InitAddress: tg.Addrs, ForceSingleClient: !tg.Cluster, DialCtxFn: conns.DialCtx}
 		o := o
 		var b *rueidisbackend.Backend

@@ -58,7 +58,6 @@ func (tg Target) client(dial func(ctx context.Context, network, addr string) (ne
 type Harness struct {
 	ks         keys.Keyspace
 	raw        redis.UniversalClient
-	tracking   bool
 	newBackend func(t *testing.T, conns *notifyconn.Conns) backend.Backend
 	conns      notifyconn.Set
 }
@@ -74,15 +73,15 @@ var (
 )
 
 // newHarness returns a Harness on tg under prefix whose backends come from
-// newBackend; tracking states the limits of invalidation wake-ups.
-func newHarness(t *testing.T, tg Target, prefix string, tracking bool, newBackend func(*testing.T, *notifyconn.Conns) backend.Backend) *Harness {
+// newBackend.
+func newHarness(t *testing.T, tg Target, prefix string, newBackend func(*testing.T, *notifyconn.Conns) backend.Backend) *Harness {
 	ks, err := keys.New(prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw := tg.client(nil)
 	t.Cleanup(func() { raw.Close() })
-	return &Harness{ks: ks, raw: raw, tracking: tracking, newBackend: newBackend}
+	return &Harness{ks: ks, raw: raw, newBackend: newBackend}
 }
 
 // NewBackend returns a Backend with a client of its own.
@@ -150,25 +149,18 @@ func StateLeft(t testing.TB, raw redis.UniversalClient, ks keys.Keyspace, id str
 	return left
 }
 
-// Limits states the Options the harness gives every Backend and, for
-// rueidisbackend's Tracking mode, the two documented limits of
-// invalidation wake-ups (its package doc): they name no head and reach
-// every process waiting on the id, and a change of the head while the
-// lock stays free wakes nobody.
+// Limits states the Options the harness gives every Backend. Both
+// adapters, in every mode, name the head and wake only its process
+// (rueidisbackend's Tracking mode through its inbox keys).
 func (h *Harness) Limits() conformance.Limits {
-	return conformance.Limits{
-		MaxWaiters:        MaxWaiters,
-		PurgeLimit:        PurgeLimit,
-		UnnamedWakes:      h.tracking,
-		HeadChangeUnwoken: h.tracking,
-	}
+	return conformance.Limits{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit}
 }
 
 // ForgetIdle deletes every key of id, the fence key included: what Redis
 // deletes by itself once the id has been idle for the bound (an hour).
 func (h *Harness) ForgetIdle(t *testing.T, id string) {
 	k := h.ks.For(id)
-	if err := h.raw.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters).Err(); err != nil {
+	if err := h.raw.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters).Err(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,6 +1,8 @@
 package redisstep
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -36,6 +38,7 @@ type Config struct {
 	waitTimeout  time.Duration
 	tracking     bool
 	consts       scripts.Consts // the scripts' constant arguments, formatted once
+	process      string         // names this Backend's inboxes: random, unique per Backend
 }
 
 // Validate checks o, fills in the defaults and returns the Config. name
@@ -75,32 +78,44 @@ func Validate(name string, o Options) (Config, error) {
 			return Config{}, fmt.Errorf("%s: Options.WaitTimeout %v is below WAIT's resolution of 1ms", name, c.waitTimeout)
 		}
 	}
-	c.consts = scripts.NewConsts(c.maxWaiters, c.purgeLimit, c.publish, false)
+	c.consts = scripts.NewConsts(c.maxWaiters, c.purgeLimit, c.publish)
+	c.process = newProcess()
 	return c, nil
 }
 
-// WithTracking returns c for a client-side-caching connection whose
-// waiters learn of a lease's end by the invalidation of the lock key
-// (rueidis in tracking mode). Its grants and extends then read the lock
-// key again after writing it, one server command more each (see
-// scripts.NewConsts).
-//
-// Its AcquireBatch runs the acquire script once per request, not
-// acquire_many. For a tracking client, Redis (7.0) remembers every key a
-// script declares on each read command the script runs. A call on n ids
-// so costs about n^2 inserts into the server's tracking table. A call on
-// 64 ids took 4 to 9 ms of the server instead of 0.7 to 1.2 ms on a
-// pub/sub connection. AcquireMany of 10,000 free ids took 2.5 s; in
-// chunks of 4, 8 and 16 ids 0.64, 0.58 and 1.1 s; with acquire_many of
-// one id 0.35 to 0.39 s; with acquire per id 0.29 to 0.33 s.
-func (c Config) WithTracking() Config {
-	c.tracking = true
-	c.consts = scripts.NewConsts(c.maxWaiters, c.purgeLimit, c.publish, true)
-	return c
+// newProcess returns a random name for one Backend's inboxes: 64 bits
+// from crypto/rand, in hex.
+func newProcess() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand's contract since Go 1.24)
+	return hex.EncodeToString(b[:])
 }
 
-// Tracking reports whether c is for a tracking connection (WithTracking).
-func (c Config) Tracking() bool { return c.tracking }
+// Process returns the name of the Backend's inboxes (see keys.Inbox).
+func (c Config) Process() string { return c.process }
+
+// InboxKind returns how a wake-up reaches this Backend's inbox: Classic
+// or Sharded (a message on its inbox channel), or InboxKey (a list key
+// that its tracking connection hears written, WithTracking).
+func (c Config) InboxKind() scripts.InboxKind {
+	switch {
+	case c.tracking:
+		return scripts.InboxKey
+	case c.publish == scripts.Sharded:
+		return scripts.InboxSharded
+	}
+	return scripts.InboxClassic
+}
+
+// WithTracking returns c for a client-side-caching connection that hears
+// its wake-ups as writes to its inbox keys (rueidis in tracking mode; see
+// InboxKind). The scripts' reads track nothing on such a connection (it
+// tracks in broadcasting mode, the inbox keys only), so its steps are
+// those of any other connection.
+func (c Config) WithTracking() Config {
+	c.tracking = true
+	return c
+}
 
 // ConstArgs returns the scripts' constant arguments for c (see
 // scripts.Consts.Strings).

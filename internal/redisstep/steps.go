@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/scripts"
 )
 
@@ -20,26 +21,52 @@ type Hooks struct {
 	// by the next command on it. Every step is idempotent by token
 	// (release through the scripts' "rel" field), so a resend is safe.
 	ResendBroken bool
-	// OnWrite is told of the adapter's own writes: after a Release that
-	// may have freed id (all false), and after a Leave that may have
-	// changed id's queue (all true).
-	OnWrite func(id string, all bool)
 }
 
 // Steps are the backend steps of a Redis adapter: backend.Lock,
 // backend.Queue, backend.Batcher and backend.Resolver. An adapter embeds
 // it and adds Subscribe and Close. Safe for concurrent use.
 type Steps struct {
-	cfg    Config
-	c      Client
-	r      Replicas // nil unless cfg.waitReplicas > 0
-	hooks  Hooks
-	closed atomic.Bool
+	cfg     Config
+	c       Client
+	r       Replicas // nil unless cfg.waitReplicas > 0
+	hooks   Hooks
+	closed  atomic.Bool
+	perSlot bool   // one inbox per hash slot (see Inbox)
+	inbox   string // the one inbox, when not perSlot
+	address string // its address for the scripts (scripts.InboxAddress)
 }
 
 // New returns the steps of cfg on c. r is needed when cfg has WaitReplicas.
 func New(cfg Config, c Client, r Replicas, h Hooks) *Steps {
-	return &Steps{cfg: cfg, c: c, r: r, hooks: h}
+	s := &Steps{cfg: cfg, c: c, r: r, hooks: h}
+	// A script may send only to an inbox of its own slot on Redis Cluster,
+	// except by PUBLISH, which every node forwards to every other one.
+	s.perSlot = c.Cluster() && cfg.InboxKind() != scripts.InboxClassic
+	if !s.perSlot {
+		s.inbox = cfg.ks.Inbox(cfg.process, -1)
+		s.address = scripts.InboxAddress(cfg.InboxKind(), s.inbox)
+	}
+	return s
+}
+
+// inboxAddress returns the inbox argument of the scripts for a waiter of
+// id: where its wake-ups go (see Inbox).
+func (s *Steps) inboxAddress(id string) string {
+	if !s.perSlot {
+		return s.address
+	}
+	return scripts.InboxAddress(s.cfg.InboxKind(), s.Inbox(id))
+}
+
+// Inbox returns the name of the inbox that this Backend's wake-ups for id
+// come to: one per hash slot on Redis Cluster (SPUBLISH, or an inbox key),
+// otherwise one for every id.
+func (s *Steps) Inbox(id string) string {
+	if !s.perSlot {
+		return s.inbox
+	}
+	return s.cfg.ks.Inbox(s.cfg.process, keys.SlotOf(id))
 }
 
 // ConfigOf returns the Config s runs with.
@@ -63,7 +90,7 @@ func (s *Steps) Prefix() string { return s.cfg.ks.Prefix() }
 func (s *Steps) Resolution() time.Duration { return time.Millisecond }
 
 func (s *Steps) acquireCall(req backend.AcquireRequest) Call {
-	k, a := s.cfg.consts.Acquire(s.cfg.ks.For(req.ID), req)
+	k, a := s.cfg.consts.AcquireTo(s.cfg.ks.For(req.ID), req, s.inboxAddress(req.ID))
 	return Call{Script: scripts.Acquire, Keys: k, Args: a}
 }
 
@@ -130,9 +157,6 @@ func (s *Steps) release(ctx context.Context, id, token string) error {
 			err = first
 		}
 	}
-	if s.hooks.OnWrite != nil && !errors.Is(err, backend.ErrNotHeld) {
-		s.hooks.OnWrite(id, false) // released, or maybe (unknown outcome)
-	}
 	return err
 }
 
@@ -192,19 +216,9 @@ func (s *Steps) Leave(ctx context.Context, id, token string) error {
 	}
 	r, err := s.run(ctx, s.leaveCall(id, token))
 	if err != nil {
-		s.wrote(id, true, err)
 		return err
 	}
-	changed, err := s.leaveResult(r)
-	s.wrote(id, changed, err)
-	return err
-}
-
-// wrote tells OnWrite of a Leave of id that changed its queue or failed.
-func (s *Steps) wrote(id string, changed bool, err error) {
-	if s.hooks.OnWrite != nil && (changed || err != nil) {
-		s.hooks.OnWrite(id, true)
-	}
+	return s.leaveResult(r)
 }
 
 // Heartbeat runs the heartbeat script once per id (the waiters of one id
@@ -241,9 +255,7 @@ func (s *Steps) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterT
 // AcquireBatch runs the acquire_many script: one call per chunk of up to
 // scripts.MaxAcquireBatch requests on one server, one per hash slot (and
 // chunk) on Redis Cluster, all in one round trip (one per master on a
-// cluster). On a tracking connection it runs the acquire script once per
-// request instead (see Config.WithTracking). ErrQueueFull is reported per
-// request, in BatchGrant.Err.
+// cluster). ErrQueueFull is reported per request, in BatchGrant.Err.
 func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
 	if err := Check(s, ctx); err != nil {
 		return nil, err
@@ -251,18 +263,10 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	limit := scripts.MaxAcquireBatch
-	if s.cfg.tracking {
-		limit = 1
-	}
-	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), limit)
+	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), scripts.MaxAcquireBatch)
 	calls := make([]Call, len(groups))
 	for i, g := range groups {
-		if s.cfg.tracking {
-			calls[i] = s.acquireCall(g.Reqs[0])
-			continue
-		}
-		k, a := s.cfg.consts.AcquireMany(s.cfg.ks, g)
+		k, a := s.cfg.consts.AcquireManyTo(s.cfg.ks, g, s.inboxAddress(g.Reqs[0].ID))
 		calls[i] = Call{Script: scripts.AcquireMany, Keys: k, Args: a}
 	}
 	res, acks, err := s.runBatch(ctx, calls)
@@ -287,18 +291,9 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 	return out, nil
 }
 
-// batchResult stores the reply r of group g's call into out: an
-// acquire_many reply, or on a tracking connection an acquire reply (g has
-// one request then). A full queue is that request's Err.
+// batchResult stores the reply r of group g's acquire_many call into out.
+// A full queue is that request's Err.
 func (s *Steps) batchResult(out []backend.BatchGrant, g *scripts.AcquireGroup, r Reply) error {
-	if s.cfg.tracking {
-		gr, err := s.acquireResult(r)
-		if err != nil && !errors.Is(err, backend.ErrQueueFull) {
-			return err
-		}
-		out[g.Pos[0]] = backend.BatchGrant{Grant: gr, Err: err}
-		return nil
-	}
 	if err := s.replyErr(r.Err); err != nil {
 		return err
 	}
@@ -322,16 +317,11 @@ func (s *Steps) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error 
 	}
 	res, err := s.runAll(ctx, calls)
 	if err != nil {
-		for _, w := range waiters {
-			s.wrote(w.ID, true, err)
-		}
 		return err
 	}
 	var first error
-	for i, r := range res {
-		changed, err := s.leaveResult(r)
-		s.wrote(waiters[i].ID, changed, err)
-		if err != nil && first == nil {
+	for _, r := range res {
+		if err := s.leaveResult(r); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -345,14 +335,14 @@ func (s *Steps) acquireResult(r Reply) (backend.Grant, error) {
 	return scripts.ParseAcquire(r.Ints)
 }
 
-// leaveResult reports whether a leave removed an entry or released the
-// lock.
-func (s *Steps) leaveResult(r Reply) (changed bool, err error) {
+// leaveResult checks a leave's reply (2 integers: whether it removed an
+// entry, whether it released the lock).
+func (s *Steps) leaveResult(r Reply) error {
 	if err := s.replyErr(r.Err); err != nil {
-		return false, err
+		return err
 	}
 	if len(r.Ints) != 2 {
-		return false, fmt.Errorf("%s: leave replied %d values, want 2", s.cfg.name, len(r.Ints))
+		return fmt.Errorf("%s: leave replied %d values, want 2", s.cfg.name, len(r.Ints))
 	}
-	return r.Ints[0] != 0 || r.Ints[1] != 0, nil
+	return nil
 }

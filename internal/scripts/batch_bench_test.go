@@ -53,7 +53,7 @@ func BenchmarkAcquireMany(b *testing.B) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	b.Cleanup(func() { c.Close() })
 	ctx := context.Background()
-	cs := NewConsts(100, 100, Classic, false)
+	cs := NewConsts(100, 100, Classic)
 	const n = 10000
 	reqsFor := func(i int) []backend.AcquireRequest {
 		reqs := make([]backend.AcquireRequest, n)

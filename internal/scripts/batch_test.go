@@ -68,7 +68,7 @@ func shape(g backend.BatchGrant) string {
 // outcome for each, with fences and tickets increasing in request order.
 func TestAcquireManyMatchesAcquire(t *testing.T) {
 	c := client(t)
-	cs := NewConsts(2, 100, Classic, false)
+	cs := NewConsts(2, 100, Classic)
 	var reqs []backend.AcquireRequest
 	add := func(id, tok string, wait bool) {
 		reqs = append(reqs, backend.AcquireRequest{ID: id, Token: tok, TTL: time.Minute, Wait: wait, WaiterTTL: time.Minute})
@@ -128,7 +128,7 @@ func TestAcquireManyValidates(t *testing.T) {
 		{ID: "b", Token: "T", TTL: time.Second, Wait: true, WaiterTTL: time.Second},
 	}
 	g := GroupAcquires(good, false, 0)[0]
-	k, a := NewConsts(10, 10, Classic, false).AcquireMany(ks, g)
+	k, a := NewConsts(10, 10, Classic).AcquireMany(ks, g)
 	with := func(i int, v string) []string {
 		out := append([]string(nil), a...)
 		out[i] = v
@@ -142,15 +142,15 @@ func TestAcquireManyValidates(t *testing.T) {
 		{"max waiters 0", k, with(0, "0")},
 		{"purge limit text", k, with(1, "x")},
 		{"publish other command", k, with(2, "DEL")},
-		{"tracking 2", k, with(3, "2")},
-		{"last token empty", k, with(9, "")},
-		{"last ttl 0", k, with(10, "0")},
-		{"last wait 2", k, with(11, "2")},
-		{"last waiter ttl 0", k, with(12, "0")},
-		{"last channel empty", k, with(13, "")},
+		{"last token empty", k, with(8, "")},
+		{"last ttl 0", k, with(9, "0")},
+		{"last wait 2", k, with(10, "2")},
+		{"last waiter ttl 0", k, with(11, "0")},
+		{"last channel empty", k, with(12, "")},
+		{"bad inbox", k, append(a, "X")},
 		{"an argument missing", k, a[:len(a)-1]},
 		{"a key missing", k[:len(k)-1], a},
-		{"no id", nil, a[:4]},
+		{"no id", nil, a[:3]},
 	}
 	for _, tc := range cases {
 		err := c.Eval(ctx, AcquireMany.Source, tc.keys, anys(tc.args)...).Err()

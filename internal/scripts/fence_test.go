@@ -22,7 +22,7 @@ func grantFence(t *testing.T, c *redis.Client, s Script, k keys.ID, id, tok stri
 
 func grantFenceTTL(t *testing.T, c *redis.Client, s Script, k keys.ID, id, tok string, ttl time.Duration) uint64 {
 	t.Helper()
-	ak, aa := NewConsts(10, 10, Classic, false).Acquire(k, backend.AcquireRequest{ID: id, Token: tok, TTL: ttl})
+	ak, aa := NewConsts(10, 10, Classic).Acquire(k, backend.AcquireRequest{ID: id, Token: tok, TTL: ttl})
 	r, err := run(t, c, s, ak, aa).Int64Slice()
 	if err != nil || r[0] != 1 {
 		t.Fatalf("%s not granted to %s: %v, %v", id, tok, r, err)
@@ -32,7 +32,7 @@ func grantFenceTTL(t *testing.T, c *redis.Client, s Script, k keys.ID, id, tok s
 
 func releaseOK(t *testing.T, c *redis.Client, s Script, k keys.ID, tok string) {
 	t.Helper()
-	rk, ra := NewConsts(10, 10, Classic, false).Release(k, tok)
+	rk, ra := NewConsts(10, 10, Classic).Release(k, tok)
 	run(t, c, s, rk, ra)
 }
 
@@ -64,7 +64,7 @@ func TestFencesNeverGoBack(t *testing.T) {
 	for range 100 {
 		next("back-to-back grants")
 	}
-	c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters)
+	c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters)
 	next("after the id's keys were deleted")
 	deadline := time.Now().Add(10 * time.Second)
 	for c.Exists(ctx, k.Counters).Val() == 1 {
@@ -94,7 +94,7 @@ func TestFencesNeverGoBack(t *testing.T) {
 	}
 	releaseOK(t, c, release, k, "Q")
 	releaseOK(t, c, release, k, "Q") // resent
-	rk, ra := NewConsts(10, 10, Classic, false).Release(k, "P")
+	rk, ra := NewConsts(10, 10, Classic).Release(k, "P")
 	if err := c.Eval(ctx, release.Source, rk, anys(ra)...).Err(); err == nil || MapError(err.Error()) != backend.ErrNotHeld {
 		t.Fatalf("release by P after Q's release = %v, want LOCKNOTHELD", err)
 	}

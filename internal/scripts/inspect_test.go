@@ -30,7 +30,7 @@ func newOps(t *testing.T) *opsScripts {
 		t.Fatal(err)
 	}
 	k := ks.For("id")
-	t.Cleanup(func() { c.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters) })
+	t.Cleanup(func() { c.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters) })
 	return &opsScripts{t: t, c: c, k: k}
 }
 
@@ -41,7 +41,7 @@ func (o *opsScripts) eval(s Script, k, a []string) *redis.Cmd {
 func (o *opsScripts) acquire(token string, wait bool) {
 	o.t.Helper()
 	req := backend.AcquireRequest{ID: "id", Token: token, TTL: time.Minute, Wait: wait, WaiterTTL: time.Minute}
-	k, a := NewConsts(100, 100, Classic, false).Acquire(o.k, req)
+	k, a := NewConsts(100, 100, Classic).Acquire(o.k, req)
 	if err := o.eval(Acquire, k, a).Err(); err != nil {
 		o.t.Fatal(err)
 	}
@@ -74,9 +74,11 @@ func (o *opsScripts) state() string {
 			b.WriteString("|" + m.Member.(string))
 		}
 	}
-	h := o.c.HGetAll(ctx, o.k.Counters).Val()
-	for _, f := range slices.Sorted(maps.Keys(h)) {
-		b.WriteString("|" + f + "=" + h[f])
+	for _, k := range []string{o.k.Counters, o.k.Waiters} {
+		h := o.c.HGetAll(ctx, k).Val()
+		for _, f := range slices.Sorted(maps.Keys(h)) {
+			b.WriteString("|" + f + "=" + h[f])
+		}
 	}
 	return b.String()
 }
@@ -184,7 +186,7 @@ func TestForceReleaseScript(t *testing.T) {
 		t.Fatalf("wake-up: %v, %v; want the head's token W", m, err)
 	}
 	// The former holder's release is refused: it no longer holds the lock.
-	k, a := NewConsts(100, 100, Classic, false).Release(o.k, "H")
+	k, a := NewConsts(100, 100, Classic).Release(o.k, "H")
 	if err := o.eval(Release, k, a).Err(); !errors.Is(MapError(errMsg(err)), backend.ErrNotHeld) {
 		t.Fatalf("the former holder's release: %v, want LOCKNOTHELD", err)
 	}

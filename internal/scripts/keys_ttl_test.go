@@ -84,7 +84,7 @@ func TestEveryKeyExpires(t *testing.T) {
 	}
 	before := usedMemory(t, c)
 	ks, _ := keys.New("ttl:")
-	cs := NewConsts(10, 100, Classic, false)
+	cs := NewConsts(10, 100, Classic)
 	lease := 4 * time.Second
 	for i := range 2300 {
 		id := fmt.Sprint("order-", i)

@@ -23,11 +23,7 @@
 //     the id's last fence (kept in the fence key, see package keys); a
 //     retried grant is a no-op that reports the lease. Otherwise, with
 //     wait, enqueue with a new ticket (or keep the ticket) and set the
-//     waiter's deadline by the server's TIME. Reads the lock key in the
-//     same step (on the slow path) and, with the tracking flag, again
-//     after a grant's write, for client-side-caching adapters (a NOLOOP
-//     tracking client stops tracking a key it writes until it reads it
-//     again).
+//     waiter's deadline by the server's TIME.
 //   - acquire_many: acquire's step for many ids in one call (one hash
 //     slot on Redis Cluster), at most [MaxAcquireBatch] of them, with one
 //     TIME for the whole call, and one EXISTS of all the queue keys and one
@@ -36,8 +32,7 @@
 //   - release: compare-and-delete, mark the release in the fence key (so a
 //     resent release is answered as done), purge, wake the head.
 //   - extend: compare-and-PEXPIRE, keep the fence key alive as long as the
-//     lease, then (with tracking) read the key again; never re-creates an
-//     expired lock.
+//     lease; never re-creates an expired lock.
 //   - leave: remove the token's entry, release the lock if the token holds
 //     it, purge, and wake the new head when the lock is free and the head
 //     changed or the lock was released.
@@ -45,12 +40,17 @@
 //     id that are still queued, report queued/ready, wake the head when the
 //     lock is free.
 //
-// A wake-up is a message on the id's channel whose payload is ":" and the
-// head's token; only the head is named. A step after which the lock is held
+// A wake-up's payload is ":" and the head's token; only the head is named.
+// It goes where the head's waiter record says its process listens (the
+// inbox the acquire call gave when it queued; see [InboxAddress]): PUBLISH
+// or SPUBLISH of its inbox channel, or RPUSH to its inbox key, as
+// "<n>:<tag><payload>" (tag: the hash tag of the id's keys, n its length).
+// A head with no inbox is woken on the id's channel with the bare payload. A step after which the lock is held
 // and the head changed (a grant with waiters left, the head's leave, a
 // purge) tells the new head instead, unless it is the step's requester:
 // "<ms>:<token>", ms being the holder's remaining TTL (the new lease's,
-// after a grant). A grant that leaves no waiter publishes nothing. It is sent with PUBLISH, or with SPUBLISH
+// after a grant). A grant that leaves no waiter sends nothing. The id's
+// channel and the inbox channels take PUBLISH, or SPUBLISH
 // (sharded pub/sub, Redis 7.0 or newer) when the adapter is told so: every
 // call takes the [Publish] command. The scripts reject SPUBLISH on a
 // server older than 7.0 (LOCKBADARG) before they write anything.

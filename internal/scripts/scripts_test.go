@@ -97,7 +97,7 @@ func TestScriptsValidateArgv(t *testing.T) {
 	k := ks.For("id")
 	long := strings.Repeat("t", 129)
 	good := backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second, Wait: true, WaiterTTL: time.Second}
-	cs := NewConsts(10, 10, Classic, true)
+	cs := NewConsts(10, 10, Classic)
 	acqKeys, acqArgs := cs.Acquire(k, good)
 	with := func(args []string, i int, v string) []string {
 		out := append([]string(nil), args...)
@@ -129,6 +129,8 @@ func TestScriptsValidateArgv(t *testing.T) {
 		{"acquire no publish", Acquire, acqKeys, with(acqArgs, 7, "")},
 		{"acquire publish lowercase", Acquire, acqKeys, with(acqArgs, 7, "publish")},
 		{"acquire publish other command", Acquire, acqKeys, with(acqArgs, 7, "DEL")},
+		{"acquire inbox of no kind", Acquire, acqKeys, with(acqArgs, 8, "Xname")},
+		{"acquire inbox with no name", Acquire, acqKeys, with(acqArgs, 8, "P")},
 		{"acquire missing args", Acquire, acqKeys, acqArgs[:3]},
 		{"release empty token", Release, relKeys, with(relArgs, 0, "")},
 		{"release purge limit 0", Release, relKeys, with(relArgs, 1, "0")},
@@ -155,7 +157,7 @@ func TestScriptsValidateArgv(t *testing.T) {
 			t.Errorf("%s: got %v, want a LOCKBADARG error reply", tc.name, err)
 		}
 	}
-	if n := c.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters).Val(); n != 0 {
+	if n := c.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters).Val(); n != 0 {
 		t.Fatalf("bad input wrote %d keys", n)
 	}
 	// The good arguments pass validation.
@@ -213,7 +215,7 @@ func TestShardedWakeUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := ks.For("id")
-	t.Cleanup(func() { c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters) })
+	t.Cleanup(func() { c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters) })
 	classic := c.Subscribe(ctx, k.Channel)
 	defer classic.Close()
 	sharded := c.SSubscribe(ctx, k.Channel)
@@ -224,7 +226,7 @@ func TestShardedWakeUp(t *testing.T) {
 		}
 	}
 	for _, pub := range []Publish{Sharded, Classic} {
-		cs := NewConsts(10, 10, pub, false)
+		cs := NewConsts(10, 10, pub)
 		hold := backend.AcquireRequest{ID: "id", Token: "H", TTL: time.Minute}
 		wait := backend.AcquireRequest{ID: "id", Token: "W", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute}
 		for _, r := range []backend.AcquireRequest{hold, wait} {
@@ -275,7 +277,7 @@ func TestShardedNeedsRedis7(t *testing.T) {
 	ctx := context.Background()
 	ks, _ := keys.New("t:")
 	k := ks.For("id")
-	kk, a := NewConsts(10, 10, Sharded, false).Acquire(k, backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second})
+	kk, a := NewConsts(10, 10, Sharded).Acquire(k, backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second})
 	err = c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err()
 	if err == nil || ErrorCode(err.Error()) != CodeBadArg || !strings.Contains(err.Error(), "Redis 7.0") {
 		t.Fatalf("acquire with SPUBLISH on miniredis: %v; want LOCKBADARG naming Redis 7.0", err)
@@ -283,7 +285,7 @@ func TestShardedNeedsRedis7(t *testing.T) {
 	if n := c.Exists(ctx, k.Lock, k.Counters).Val(); n != 0 {
 		t.Fatalf("a refused call wrote %d keys", n)
 	}
-	kk, a = NewConsts(10, 10, Classic, false).Acquire(k, backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second})
+	kk, a = NewConsts(10, 10, Classic).Acquire(k, backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second})
 	if err := c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err(); err != nil {
 		t.Fatalf("acquire with PUBLISH on miniredis: %v", err)
 	}

@@ -17,7 +17,8 @@ type Entry struct {
 	ready       chan struct{}
 }
 
-// NewEntry returns the entry of channel, which serves id.
+// NewEntry returns the entry of channel, which serves id. An empty id
+// makes an inbox entry: its messages name their id (see ParseInbox).
 func NewEntry(id, channel string) Entry {
 	return Entry{ID: id, Channel: channel, ready: make(chan struct{})}
 }
@@ -56,6 +57,26 @@ func (e *Entry) Join(ctx context.Context, fn func(backend.Wake), unlock func(), 
 	key := e.Fns.Add(fn)
 	unlock()
 	return Await(ctx, e.ready, closing, func() error { return e.err }, func() { unsubscribe(key) })
+}
+
+// Wake returns the wake-up a message on e's channel carries; ok is false
+// for an inbox message that does not parse (nothing to deliver).
+func (e *Entry) Wake(msg string) (w backend.Wake, ok bool) {
+	if e.ID == "" {
+		return ParseInbox(msg)
+	}
+	return Parse(e.ID, msg), true
+}
+
+// Message delivers the wake-up that msg, a message on e's channel, carries
+// to fns, a snapshot of e's subscribers (none when e is nil).
+func Message(e *Entry, fns Snapshot, msg string) {
+	if e == nil || len(fns) == 0 {
+		return
+	}
+	if w, ok := e.Wake(msg); ok {
+		fns.Deliver(w)
+	}
 }
 
 // All returns the wake-up that asks every subscriber of e to re-check.

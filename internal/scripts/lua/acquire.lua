@@ -6,6 +6,7 @@
 -- KEYS[2] queue      zset: waiter token -> ticket
 -- KEYS[3] deadlines  zset: waiter token -> deadline (ms, server clock)
 -- KEYS[4] fence      hash: the id's last fence and release (see next_fence)
+-- KEYS[5] waiters    hash: waiter token -> "<lease ttl>:<inbox>" (see waiter_put)
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms
 -- ARGV[3] wait: "1" enqueues the requester when not granted, "0" does not
@@ -14,8 +15,8 @@
 -- ARGV[6] purge limit: most expired waiters removed by this step
 -- ARGV[7] wake-up channel
 -- ARGV[8] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
--- ARGV[9] tracking: "1" reads the lock key again after writing it (for a
---         client-side-caching connection), "0" or absent does not
+-- ARGV[9] the requester's inbox, where its wake-ups go while it is
+--         queued: "" or absent for the id's channel (see inbox_arg)
 --
 -- Reply: {acquired, fence, ttl, holder_ttl, queued, ticket, head}, all
 -- integers (0/1 for the flags, ms for the TTLs; holder_ttl is at least 1 when
@@ -36,13 +37,13 @@ local max_waiters = posint(5)
 if not max_waiters then return bad_arg('max_waiters', 'must be a positive integer') end
 local limit, channel, publish = wake_args(6)
 if not limit then return channel end -- the LOCKBADARG reply
-local tracking = flag(9)
-if tracking == nil then return bad_arg('tracking', 'must be 0 or 1') end
+local inbox, why = inbox_arg(9)
+if not inbox then return bad_arg('inbox', why) end
 
-local fence = try_fast(KEYS[1], KEYS[2], KEYS[4], token, ttl, ARGV[2], tracking)
+local fence = try_fast(KEYS[1], KEYS[2], KEYS[4], token, ttl, ARGV[2])
 if fence then return {1, fence, ttl, 0, 0, 0, 0} end
 -- [slow path]
-local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], token, ttl, wait == '1', wttl,
-  max_waiters, limit, channel, publish, tracking)
+local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], token, ttl, wait == '1', wttl,
+  max_waiters, limit, channel, publish, inbox)
 if not r then return fail('LOCKQUEUEFULL', 'the queue has ' .. full .. ' waiters') end
 return r

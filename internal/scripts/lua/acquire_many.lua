@@ -3,13 +3,15 @@
 -- one call must share a hash slot on Redis Cluster; a single server takes
 -- any. One id's full queue does not stop the others.
 --
--- KEYS[4i-3..4i] lock, queue, deadlines, fence of the i-th id
+-- KEYS[5i-4..5i] lock, queue, deadlines, fence, waiter records of the i-th id
 -- ARGV[1] max waiters per id
 -- ARGV[2] purge limit: most expired waiters removed per id
 -- ARGV[3] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
--- ARGV[4] tracking: "1" reads a lock key again after writing it
--- ARGV[5i..5i+4] of the i-th id: token, lease TTL in ms, wait ("0"/"1"),
+-- ARGV[5i-1..5i+3] of the i-th id: token, lease TTL in ms, wait ("0"/"1"),
 --         waiter TTL in ms (read only when wait is "1"), wake-up channel
+-- ARGV[5n+4] (optional) the requesters' inbox (see inbox_arg): the ids of
+--         one call share a hash slot on Redis Cluster, and so the inbox
+--         (one per slot) of their process
 --
 -- Reply: 8 integers per id, in order: status (0 done, 1 the queue was full:
 -- nothing done for this id) and acquire's 7 reply values. Error reply:
@@ -20,15 +22,13 @@ local limit = posint(2, 100000)
 if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
 local publish, why = publish_cmd(3)
 if not publish then return bad_arg('publish', why) end
-local tracking = flag(4)
-if tracking == nil then return bad_arg('tracking', 'must be 0 or 1') end
-local n = #KEYS / 4
-if n < 1 or n ~= math.floor(n) or #ARGV ~= 4 + 5 * n then
-  return bad_arg('keys', 'must be 4 keys and 5 arguments per id, for at least one id')
+local n = #KEYS / 5
+if n < 1 or n ~= math.floor(n) or (#ARGV ~= 3 + 5 * n and #ARGV ~= 4 + 5 * n) then
+  return bad_arg('keys', 'must be 5 keys and 5 arguments per id, for at least one id')
 end
 
 for i = 1, n do
-  local a = 5 * i
+  local a = 5 * i - 1
   if not valid_token(ARGV[a]) then return bad_arg('token', 'must be 1 to 128 bytes') end
   if not posint(a + 1) then return bad_arg('ttl', 'must be a positive integer of milliseconds') end
   local wait = ARGV[a + 2]
@@ -38,6 +38,8 @@ for i = 1, n do
   end
   if #ARGV[a + 4] == 0 then return bad_arg('channel', 'must not be empty') end
 end
+local inbox, bad = inbox_arg(5 * n + 4)
+if not inbox then return bad_arg('inbox', bad) end
 
 -- One TIME for the whole call: every fence it grants is at least this
 -- clock reading, which is past every fence granted before the call.
@@ -48,27 +50,26 @@ local us = now_us()
 -- seen before: only an earlier step of the call could have made them.
 local qs, ns = {}, {}
 for i = 1, n do
-  qs[i], ns[i] = KEYS[4 * i - 2], KEYS[4 * i]
+  qs[i], ns[i] = KEYS[5 * i - 3], KEYS[5 * i - 1]
 end
 local no_q = redis.call('EXISTS', unpack(qs)) == 0
 local no_n = redis.call('EXISTS', unpack(ns)) == 0
 local seen = {}
 local out, o = {}, 0
 for i = 1, n do
-  local k, a = 4 * i, 5 * i
+  local k, a = 5 * i, 5 * i - 1
   local token, ttl = ARGV[a], tonumber(ARGV[a + 1])
-  local lock = KEYS[k - 3]
+  local lock = KEYS[k - 4]
   local new = not seen[lock]
   seen[lock] = true
-  local fence = try_fast(lock, KEYS[k - 2], KEYS[k], token, ttl, ARGV[a + 1], tracking, us, no_q and new,
-    no_n and new)
+  local fence = try_fast(lock, KEYS[k - 3], KEYS[k - 1], token, ttl, ARGV[a + 1], us, no_q and new, no_n and new)
   if fence then
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, fence, ttl
     for j = 5, 8 do out[o + j] = 0 end
   else
     local wait = ARGV[a + 2] == '1'
-    local g = acquire_step(KEYS[k - 3], KEYS[k - 2], KEYS[k - 1], KEYS[k], token, ttl, wait,
-      wait and tonumber(ARGV[a + 3]) or 0, max_waiters, limit, ARGV[a + 4], publish, tracking)
+    local g = acquire_step(KEYS[k - 4], KEYS[k - 3], KEYS[k - 2], KEYS[k - 1], KEYS[k], token, ttl, wait,
+      wait and tonumber(ARGV[a + 3]) or 0, max_waiters, limit, ARGV[a + 4], publish, inbox)
     out[o + 1] = g and 0 or 1 -- 1: the queue was full
     for j = 1, 7 do out[o + 1 + j] = g and g[j] or 0 end
   end

@@ -4,13 +4,10 @@
 --
 -- Keys of the id: lock (string: the owner token; its TTL is the lease),
 -- q (zset: waiter token -> ticket), d (zset: waiter token -> deadline, ms
--- of the server's clock), n (hash: the last fence, see next_fence).
+-- of the server's clock), n (hash: the last fence, see next_fence), w
+-- (hash: the waiter records, see waiter_put; inbox is the requester's,
+-- see inbox_arg).
 -- The arguments are validated by the caller.
---
--- tracking: read the lock key again after writing it. A client-side-
--- caching client with NOLOOP is not told of its own write, and Redis stops
--- tracking the key for it, so this read is what keeps its other waiters
--- told of the lease's end. Only such a client needs it.
 --
 -- acquire_step returns {acquired, fence, ttl, holder_ttl, queued, ticket,
 -- head} or, when the queue is full, nil and the number of waiters.
@@ -23,11 +20,9 @@
 -- it came in ARGV (passing a string spares a number formatting). no_q and
 -- no_n say that the step knows that q, and n, do not exist: their EXISTS
 -- and HGET are skipped.
-local function try_fast(lock, q, n, token, ttl, ttl_arg, tracking, us, no_q, no_n)
+local function try_fast(lock, q, n, token, ttl, ttl_arg, us, no_q, no_n)
   if (no_q or redis.call('EXISTS', q) == 0) and redis.call('SET', lock, token, 'NX', 'PX', ttl_arg) then
-    local fence = next_fence(n, ttl, us, no_n)
-    if tracking then redis.call('PTTL', lock) end
-    return fence
+    return next_fence(n, ttl, us, no_n)
   end
 end
 
@@ -45,10 +40,7 @@ local function next_ticket(q, us)
 end
 
 -- acquire_step is the rest of the step, after try_fast returned nil.
-local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, limit, channel, publish, tracking)
-  -- Reading the lock key here, in the same step as the try, is what lets
-  -- a client-side-caching adapter track it with no gap before an
-  -- invalidation.
+local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiters, limit, channel, publish, inbox)
   local holder = redis.call('GET', lock)
   if holder == token then
     -- A retried grant: report the lease as it is (S6). The fence key's
@@ -69,7 +61,7 @@ local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, 
   local head_before = head_of(q)
   local us = now_us()
   local now = math.floor(us / 1000)
-  purge(q, d, now, limit)
+  purge(q, d, w, now, limit)
 
   local mine = redis.call('ZSCORE', q, token)
   if mine then
@@ -78,24 +70,19 @@ local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, 
     -- queued.
     local deadline = tonumber(redis.call('ZSCORE', d, token))
     if not deadline or deadline <= now then
-      redis.call('ZREM', q, token)
-      redis.call('ZREM', d, token)
+      unqueue(q, d, w, token)
       mine = false
     end
   end
   local head = head_of(q)
   if not holder and (not head or head == token) then
-    if mine then
-      redis.call('ZREM', q, token)
-      redis.call('ZREM', d, token)
-    end
+    if mine then unqueue(q, d, w, token) end
     local fence = next_fence(n, ttl, us)
     redis.call('SET', lock, token, 'PX', ttl)
-    if tracking then redis.call('PTTL', lock) end
     -- The next waiter is the head now: tell it when this lease ends, as
     -- the lease may end without a release.
     local next = mine and head_of(q)
-    if next then wake(publish, channel, next, ttl) end
+    if next then wake(publish, channel, w, next, ttl) end
     return {1, fence, ttl, 0, 0, 0, 0}
   end
 
@@ -114,13 +101,14 @@ local function acquire_step(lock, q, d, n, token, ttl, wait, wttl, max_waiters, 
       if not head then head = token end
     end
     redis.call('ZADD', d, now + wttl, token)
-    keep_queue(q, d, QUEUE_TTL_FACTOR * wttl)
+    waiter_put(w, token, ttl, inbox)
+    keep_queue(q, d, w, QUEUE_TTL_FACTOR * wttl)
   end
 
   -- The purge removed the head: wake the new head, or, while the lock is
   -- held, tell it when the lease ends.
   if head and head ~= head_before and head ~= token then
-    wake(publish, channel, head, holder and held_ttl)
+    wake(publish, channel, w, head, holder and held_ttl)
   end
 
   local queued, ticket = 0, 0

@@ -5,16 +5,12 @@
 -- KEYS[2] fence (optional): kept alive at least as long as the lease
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms
--- ARGV[3] tracking: "1" reads the lock key again after writing it (for a
---         client-side-caching connection), "0" or absent does not
 --
 -- Reply: 1. Error replies: LOCKNOTHELD (nothing changed), LOCKBADARG.
 local token = ARGV[1]
 if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
 local ttl = posint(2)
 if not ttl then return bad_arg('ttl', 'must be a positive integer of milliseconds') end
-local tracking = flag(3)
-if tracking == nil then return bad_arg('tracking', 'must be 0 or 1') end
 
 if redis.call('GET', KEYS[1]) ~= token then
   return fail('LOCKNOTHELD', 'the token does not hold the lock')
@@ -26,7 +22,4 @@ local n = KEYS[2]
 if n and redis.call('PTTL', n) < ttl then
   redis.call('PEXPIRE', n, fence_keep(ttl))
 end
--- Read the key again after writing it, as acquire does after a grant: a
--- tracking client with NOLOOP would otherwise stop tracking it.
-if tracking then redis.call('PTTL', KEYS[1]) end
 return 1

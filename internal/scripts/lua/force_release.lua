@@ -2,7 +2,8 @@
 -- the holder's fence is the one given, so that it can never hit a newer
 -- holder; then wake the head, as release does.
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] counters
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] counters,
+-- KEYS[5] waiter records
 -- ARGV[1] the holder's fence, as inspect reported it
 -- ARGV[2] purge limit
 -- ARGV[3] wake-up channel
@@ -23,7 +24,7 @@ end
 local limit, channel, publish = wake_args(2)
 if not limit then return channel end -- the LOCKBADARG reply
 
-local lock, q, d, counters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, q, d, counters, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if not redis.call('GET', lock) then
   return fail('LOCKNOTHELD', 'the id is not held')
 end
@@ -35,5 +36,5 @@ redis.call('DEL', lock)
 -- Fast path: no queue key, nobody to wake.
 if redis.call('EXISTS', q) == 0 then return 1 end
 -- Wake a live head, not one that stopped heartbeating.
-wake_live_head(q, d, limit, publish, channel)
+wake_live_head(q, d, w, limit, publish, channel)
 return 1

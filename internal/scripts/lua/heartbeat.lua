@@ -4,7 +4,8 @@
 -- head the holder's TTL if the purge changed the head of a held lock
 -- (backend checklist items 6 and 7).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence (passed
+-- but not used), KEYS[5] waiter records
 -- ARGV[1] waiter TTL in ms
 -- ARGV[2] purge limit
 -- ARGV[3] wake-up channel
@@ -23,10 +24,10 @@ for i = 5, #ARGV do
   if not valid_token(ARGV[i]) then return bad_arg('token', 'must be 1 to 128 bytes') end
 end
 
-local lock, q, d = KEYS[1], KEYS[2], KEYS[3]
+local lock, q, d, w = KEYS[1], KEYS[2], KEYS[3], KEYS[5]
 local now = now_ms()
 local head_before = head_of(q)
-purge(q, d, now, limit)
+purge(q, d, w, now, limit)
 local out = {}
 local any = false
 for i = 5, #ARGV do
@@ -40,21 +41,20 @@ for i = 5, #ARGV do
       r = 1
     else
       -- Dead even if the LIMIT left it in place: never refreshed.
-      redis.call('ZREM', q, tok)
-      redis.call('ZREM', d, tok)
+      unqueue(q, d, w, tok)
     end
   end
   out[#out + 1] = r
 end
-if any then keep_queue(q, d, QUEUE_TTL_FACTOR * wttl) end
+if any then keep_queue(q, d, w, QUEUE_TTL_FACTOR * wttl) end
 local free = redis.call('EXISTS', lock) == 0
 local head = head_of(q)
 if free and head then
   for i = 5, #ARGV do
     if out[i - 4] == 1 and ARGV[i] == head then out[i - 4] = 3 end
   end
-  wake(publish, channel, head)
+  wake(publish, channel, w, head)
 elseif head and head ~= head_before then
-  wake(publish, channel, head, holder_ttl(lock))
+  wake(publish, channel, w, head, holder_ttl(lock))
 end
 return out

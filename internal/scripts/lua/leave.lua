@@ -3,8 +3,8 @@
 -- holder's TTL if the head changed while the lock is held. Idempotent
 -- (backend checklist items 5 and 7).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines (KEYS[4], the fence key,
--- is passed but not used)
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence (passed
+-- but not used), KEYS[5] waiter records
 -- ARGV[1] token
 -- ARGV[2] purge limit
 -- ARGV[3] wake-up channel
@@ -17,24 +17,23 @@ if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes')
 local limit, channel, publish = wake_args(2)
 if not limit then return channel end -- the LOCKBADARG reply
 
-local lock, q, d = KEYS[1], KEYS[2], KEYS[3]
+local lock, q, d, w = KEYS[1], KEYS[2], KEYS[3], KEYS[5]
 local holder = redis.call('GET', lock)
 local head_before = head_of(q)
-local left = redis.call('ZREM', q, token)
-redis.call('ZREM', d, token)
+local left = unqueue(q, d, w, token)
 local released = 0
 if holder == token then
   redis.call('DEL', lock)
   released = 1
   holder = false
 end
-purge(q, d, now_ms(), limit)
+purge(q, d, w, now_ms(), limit)
 local head = head_of(q)
 if not holder then
   if head and (released == 1 or head ~= head_before) then
-    wake(publish, channel, head)
+    wake(publish, channel, w, head)
   end
 elseif head and head ~= head_before then
-  wake(publish, channel, head, holder_ttl(lock))
+  wake(publish, channel, w, head, holder_ttl(lock))
 end
 return {left, released}

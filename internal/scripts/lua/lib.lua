@@ -127,29 +127,30 @@ local function next_fence(n, ttl, us, fresh)
   return f
 end
 
--- flag returns ARGV[i] as a boolean: "1" is true, "0" or no argument is
--- false; anything else is nil (invalid).
-local function flag(i)
+-- INBOX_TTL is how long, in ms, an inbox key lives after a script's last
+-- write to it: what a process that stopped reading its inbox leaves.
+local INBOX_TTL = 60000
+
+-- inbox_arg returns ARGV[i] as the inbox of a waiter that queues: "" (or
+-- no argument) for none, or its kind ("P" PUBLISH, "S" SPUBLISH, "K"
+-- RPUSH to a key) and its name (see send). Otherwise nil and the reason.
+local function inbox_arg(i)
   local v = ARGV[i]
-  if v == nil or v == '0' then return false end
-  if v == '1' then return true end
-  return nil
+  if v == nil or v == '' then return '' end
+  local kind = string.sub(v, 1, 1)
+  if #v < 2 or #v > 1024 or not string.find('PSK', kind, 1, true) then
+    return nil, 'must be empty, or P, S or K and a name of at most 1023 bytes'
+  end
+  if kind == 'S' and (tonumber(redis.REDIS_VERSION_NUM) or 0) < 0x070000 then
+    return nil, 'SPUBLISH needs Redis 7.0 or newer'
+  end
+  return v
 end
 
 -- [slow path]
 -- The helpers below are created only when a script gets past its fast
 -- path (see package scripts: every local function is a closure made anew
 -- on each call).
-
--- wake publishes a wake-up for the waiter head on channel. Its payload is
--- the head's token after a colon: ":<token>" asks the head to re-check now.
--- With holder_ttl (ms), "<holder_ttl>:<token>" tells it that it became the
--- head while the lock is held, and when the lease ends.
-local function wake(publish, channel, head, holder_ttl)
-  local ttl = ''
-  if holder_ttl then ttl = int(holder_ttl) end
-  redis.call(publish, channel, ttl .. ':' .. head)
-end
 
 -- holder_ttl returns the remaining TTL of the held lock key, in ms: at
 -- least 1, as PTTL is 0 in the last millisecond of a lease.
@@ -165,13 +166,93 @@ local function head_of(q)
   return h[1] or false
 end
 
+-- The waiter record w is a hash: waiter token -> "<lease ttl ms>:<inbox>",
+-- the lease TTL the waiter asked for and where its wake-ups go ("" for
+-- the id's channel). A token has a record exactly while it is in the
+-- queue: every step that removes a token from q removes its record too.
+
+-- waiter_put records a queued waiter's lease TTL (ms) and inbox.
+local function waiter_put(w, token, ttl, inbox)
+  redis.call('HSET', w, token, int(ttl) .. ':' .. (inbox or ''))
+end
+
+-- waiter_del removes the records of the tokens in list.
+local function waiter_del(w, list)
+  if #list > 0 then redis.call('HDEL', w, unpack(list)) end
+end
+
+-- waiter_get returns a waiter's lease TTL (ms) and inbox, or nil when it
+-- has no record (or a malformed one).
+local function waiter_get(w, token)
+  local v = redis.call('HGET', w, token)
+  if not v then return nil end
+  local ttl, inbox = string.match(v, '^([1-9][0-9]*):(.*)$')
+  if not ttl then return nil end
+  return tonumber(ttl), inbox
+end
+
+-- unqueue removes token from the queue, its deadline and its record.
+local function unqueue(q, d, w, token)
+  local n = redis.call('ZREM', q, token)
+  redis.call('ZREM', d, token)
+  redis.call('HDEL', w, token)
+  return n
+end
+
+-- send delivers payload, a wake-up of the waiter head, where head's
+-- record says its process listens: to its inbox, as "<n>:<tag><payload>"
+-- (tag: the hash tag of the id's keys, n its length), by PUBLISH or
+-- SPUBLISH of the inbox channel, or by RPUSH to the inbox key. With no
+-- inbox (a waiter of an older version or of another client), or when the
+-- inbox refuses (a key of another type), it publishes payload on the id's
+-- channel instead.
+local function send(publish, channel, w, head, payload)
+  local _, inbox = waiter_get(w, head)
+  local tag = string.match(channel, '{([^}]*)}')
+  if inbox and #inbox > 1 and tag then
+    local kind, name = string.sub(inbox, 1, 1), string.sub(inbox, 2)
+    local msg = #tag .. ':' .. tag .. payload
+    local r
+    if kind == 'K' then
+      r = redis.pcall('RPUSH', name, msg)
+      if type(r) == 'number' then
+        redis.call('PEXPIRE', name, INBOX_TTL)
+        return
+      end
+    elseif kind == 'P' or kind == 'S' then
+      r = redis.pcall(kind == 'P' and 'PUBLISH' or 'SPUBLISH', name, msg)
+      if type(r) == 'number' then return end
+    end
+  end
+  redis.call(publish, channel, payload)
+end
+
+-- wake_payload builds the payload of every wake-up, for the waiter head
+-- (the one place that does; internal/wakefns parses it):
+--   ":<token>"  re-check now;
+--   "<holder_ttl>:<token>"  the token became the head while the lock is
+--     held, and the lease ends in holder_ttl ms.
+local function wake_payload(head, holder_ttl)
+  local ttl = ''
+  if holder_ttl then ttl = int(holder_ttl) end
+  return ttl .. ':' .. head
+end
+
+-- wake sends a wake-up for the waiter head where its process listens (see
+-- send and wake_payload).
+local function wake(publish, channel, w, head, holder_ttl)
+  send(publish, channel, w, head, wake_payload(head, holder_ttl))
+end
+
 -- purge removes the waiters whose deadline has passed (deadline <= now),
--- at most limit of them, from both sets, and returns how many it removed.
-local function purge(q, d, now, limit)
+-- at most limit of them, from both sets and the records, and returns how
+-- many it removed.
+local function purge(q, d, w, now, limit)
   local dead = redis.call('ZRANGEBYSCORE', d, '-inf', now, 'LIMIT', 0, limit)
   if #dead > 0 then
     redis.call('ZREM', d, unpack(dead))
     redis.call('ZREM', q, unpack(dead))
+    waiter_del(w, dead)
   end
   return #dead
 end
@@ -182,17 +263,22 @@ local QUEUE_TTL_FACTOR = 3
 
 -- wake_live_head purges the expired waiters (at most limit) and wakes the
 -- head that is left, if any: a lock just freed goes to a live waiter.
-local function wake_live_head(q, d, limit, publish, channel)
-  purge(q, d, now_ms(), limit)
+local function wake_live_head(q, d, w, limit, publish, channel)
+  purge(q, d, w, now_ms(), limit)
   local head = head_of(q)
-  if head then wake(publish, channel, head) end
+  if head then wake(publish, channel, w, head) end
 end
 
--- keep_queue makes both queue keys live at least ttl more milliseconds; it
--- never shortens their TTL (another process may use a longer waiter TTL).
-local function keep_queue(q, d, ttl)
+-- keep_queue makes the queue keys (q, d and the records w) live at least
+-- ttl more milliseconds; it never shortens a TTL (another process may use
+-- a longer waiter TTL). w is checked on its own: its first record may be
+-- newer than the queue's TTL.
+local function keep_queue(q, d, w, ttl)
   if redis.call('PTTL', q) < ttl then
     redis.call('PEXPIRE', q, ttl)
     redis.call('PEXPIRE', d, ttl)
+  end
+  if redis.call('PTTL', w) < ttl then
+    redis.call('PEXPIRE', w, ttl)
   end
 end

@@ -1,7 +1,8 @@
 -- release: compare-and-delete of the lock, then wake the head
 -- (backend checklist items 3 and 7).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence,
+-- KEYS[5] waiter records
 -- ARGV[1] token
 -- ARGV[2] purge limit
 -- ARGV[3] wake-up channel
@@ -20,7 +21,7 @@ if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes')
 local limit, channel, publish = wake_args(2)
 if not limit then return channel end -- the LOCKBADARG reply
 
-local lock, q, d, n = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, q, d, n, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if redis.call('GET', lock) ~= token then
   if redis.call('HGET', n, 'rel') == token then return 1 end
   return fail('LOCKNOTHELD', 'the token does not hold the lock')
@@ -35,5 +36,5 @@ end
 if redis.call('EXISTS', q) == 0 then return 1 end
 -- [slow path]
 -- Wake a live head, not one that stopped heartbeating.
-wake_live_head(q, d, limit, publish, channel)
+wake_live_head(q, d, w, limit, publish, channel)
 return 1

@@ -1,0 +1,86 @@
+package scripts
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+)
+
+// A wake-up goes where the head's record says its process listens, as
+// "<n>:<tag><payload>": PUBLISH of an inbox channel ("P"), RPUSH to an
+// inbox key ("K", which then expires 60 s after the write), or, for a
+// waiter with no inbox or an inbox key of another type, the bare payload
+// on the id's channel. Nothing reaches the id's channel while the heads
+// have inboxes.
+func TestWakeGoesToTheInbox(t *testing.T) {
+	o := newOps(t)
+	ctx := context.Background()
+	prefix := strings.TrimSuffix(o.k.Lock, "{id}:lock")
+	inboxCh, inboxKey := prefix+"inbox:p1:", prefix+"inbox:p2:{id}"
+	t.Cleanup(func() { o.c.Del(ctx, inboxKey) })
+	sub, next := subscribed(t, o.c, o.k.Channel, inboxCh)
+	queue := func(token, inbox string) {
+		t.Helper()
+		req := backend.AcquireRequest{ID: "id", Token: token, TTL: time.Minute, Wait: true, WaiterTTL: time.Minute}
+		k, a := NewConsts(100, 100, Classic).AcquireTo(o.k, req, inbox)
+		if err := o.eval(Acquire, k, a).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func(s Script, k, a []string) {
+		t.Helper()
+		if err := o.eval(s, k, a).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	o.acquire("H", false)
+	queue("W", InboxAddress(InboxClassic, inboxCh))
+	queue("X", InboxAddress(InboxKey, inboxKey))
+	queue("Y", "")
+	if r := o.records(); r["W"] != "60000:P"+inboxCh || r["X"] != "60000:K"+inboxKey || r["Y"] != "60000:" {
+		t.Fatalf("records = %v, want each waiter's inbox", r)
+	}
+
+	cs := NewConsts(100, 100, Classic)
+
+	// H releases: W's inbox channel carries "2:id" and ":W".
+	k, a := cs.Release(o.k, "H")
+	step(Release, k, a)
+	if m := next("H's release"); m.Channel != inboxCh || m.Payload != "2:id:W" {
+		t.Fatalf("H's release sent %q on %q, want \"2:id:W\" on the inbox channel", m.Payload, m.Channel)
+	}
+
+	// W is granted with X behind it: X's inbox key gets "2:id<ms>:X".
+	o.acquire("W", true)
+	msgs := o.c.LRange(ctx, inboxKey, 0, -1).Val()
+	if len(msgs) != 1 || !strings.HasPrefix(msgs[0], "2:id") || !strings.HasSuffix(msgs[0], ":X") || strings.HasPrefix(msgs[0], "2:id:") {
+		t.Fatalf("inbox key after W's grant = %q, want one \"2:id<ms>:X\"", msgs)
+	}
+	if ttl := o.c.PTTL(ctx, inboxKey).Val(); ttl <= 0 || ttl > 60*time.Second {
+		t.Fatalf("inbox key's TTL = %v, want (0, 60s]", ttl)
+	}
+
+	// X's inbox key is of another type: W's release falls back to the id's
+	// channel, with the bare payload.
+	o.c.Del(ctx, inboxKey)
+	o.c.Set(ctx, inboxKey, "not a list", time.Minute)
+	k, a = cs.Release(o.k, "W")
+	step(Release, k, a)
+	if m := next("W's release"); m.Channel != o.k.Channel || m.Payload != ":X" {
+		t.Fatalf("W's release sent %q on %q, want \":X\" on the id's channel", m.Payload, m.Channel)
+	}
+
+	// X leaves the free lock: Y, with no inbox, is woken on the id's channel.
+	k, a = cs.Leave(o.k, "X")
+	step(Leave, k, a)
+	if m := next("X's leave"); m.Channel != o.k.Channel || m.Payload != ":Y" {
+		t.Fatalf("X's leave sent %q on %q, want \":Y\" on the id's channel", m.Payload, m.Channel)
+	}
+	if m, err := sub.ReceiveTimeout(ctx, 100*time.Millisecond); err == nil {
+		t.Fatalf("an extra message: %v", m)
+	}
+}
