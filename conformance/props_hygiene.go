@@ -88,9 +88,10 @@ func noGoroutineLeak(e *env) {
 		}
 	}
 
-	// Do, with an extend while fn runs.
-	if _, err := lock.Do(ctx, lc, e.id(), 150*time.Millisecond, func(ctx context.Context, _ *lock.Lease) (int, error) {
-		t := time.NewTimer(120 * time.Millisecond)
+	// Do, with an extend while fn runs (every ttl/3: 200 ms; the lease
+	// outlives an extend loop stalled for 400 ms on a loaded machine).
+	if _, err := lock.Do(ctx, lc, e.id(), 600*time.Millisecond, func(ctx context.Context, _ *lock.Lease) (int, error) {
+		t := time.NewTimer(250 * time.Millisecond)
 		defer t.Stop()
 		select {
 		case <-t.C:

@@ -216,7 +216,7 @@ func TestGroupAcquires(t *testing.T) {
 func TestAcquireManyBatchChecks(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
-	cs := NewConsts(10, 100, Classic, false)
+	cs := NewConsts(10, 100, Classic)
 	ks, _ := keys.New(redistest.Prefix(t))
 	t.Cleanup(func() { cleanup(t, c, ks) })
 
