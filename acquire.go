@@ -179,6 +179,15 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 			}
 		}
 	}}
+	grants := make(chan grantMsg, 1) // a grant by hand-off (Wake.Grant)
+	if l.handsOff {
+		w.granted = func(h backend.HandOff, recv time.Time) {
+			select {
+			case grants <- grantMsg{h, recv}:
+			default: // one grant per token: a second is a duplicate
+			}
+		}
+	}
 	if err := l.register(ctx, w); err != nil {
 		return Result{ID: id, WasInUse: true}, err
 	}
@@ -193,6 +202,7 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 	req.Wait = true
 	var r retries
 	var woke time.Time // the last wake-up, for the observer's hand-off latency
+	var pair clockPair // the latest step's send time and store time
 	for {
 		if r.over(l.waiterTTL) {
 			return Result{ID: id, WasInUse: true}, l.abandon(ctx, "acquire", id, o.Token, r.last)
@@ -220,6 +230,9 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 			if g.Queued {
 				l.setRefreshed(w, sent)
 			}
+			if !g.StoreTime.IsZero() {
+				pair = clockPair{sent, g.StoreTime}
+			}
 			if g.Acquired {
 				l.observeHandoff(id, woke) // observer.go
 				return Result{Acquired: true, ID: id, WasInUse: inUse, Lease: l.newLease(id, o.Token, sent, ttl, g)}, nil
@@ -242,6 +255,18 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 			case <-wake:
 				woke = l.obsNow() // observer.go
 				break wait
+			case gm := <-grants:
+				// Granted by the step that freed the lock: no step of ours.
+				valid := handOffValidUntil(gm.h, pair, l.liveSince(w, time.Time{}), gm.recv)
+				if !valid.After(gm.recv) {
+					// No usable validity: a step reports the lease afresh
+					// (a retried grant).
+					woke = l.obsNow() // observer.go
+					break wait
+				}
+				l.observeHandoff(id, gm.recv) // observer.go
+				le := l.newLeaseUntil(id, o.Token, gm.recv, valid, ttl, gm.h.Fence)
+				return Result{Acquired: true, ID: id, WasInUse: true, Lease: le}, nil
 			case <-holder.C:
 				woke = time.Time{}
 				break wait

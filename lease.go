@@ -46,7 +46,13 @@ func (l *Locker) newLease(id, token string, sent time.Time, ttl time.Duration, g
 	if g.TTL > 0 && g.TTL < valid {
 		valid = g.TTL
 	}
-	return &Lease{l: l, id: id, token: token, fence: g.Fence, validUntil: sent.Add(valid), ttl: ttl, since: sent}
+	return l.newLeaseUntil(id, token, sent, sent.Add(valid), ttl, g.Fence)
+}
+
+// newLeaseUntil returns a lease valid until validUntil, granted about
+// since.
+func (l *Locker) newLeaseUntil(id, token string, since, validUntil time.Time, ttl time.Duration, fence uint64) *Lease {
+	return &Lease{l: l, id: id, token: token, fence: fence, validUntil: validUntil, ttl: ttl, since: since}
 }
 
 // ID returns the lock id.
@@ -63,7 +69,8 @@ func (le *Lease) Fence() uint64 { return le.fence }
 // ValidUntil returns the time until which the lease is certainly held, by
 // this process's clock: measured from the moment the acquire (or the last
 // successful extend) was sent, so it is never later than the backend's
-// expiry. Clock drift between this process and the backend is not counted.
+// expiry. Clock drift between this process and the backend is not counted,
+// except for a lease granted by hand-off (see S2 in the package doc).
 func (le *Lease) ValidUntil() time.Time {
 	le.mu.Lock()
 	defer le.mu.Unlock()

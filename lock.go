@@ -4,8 +4,11 @@
 // A [Locker] wraps a [backend.Backend] (redisbackend for go-redis,
 // rueidisbackend for rueidis, memorybackend in process). [Locker.Acquire]
 // takes a lease on an id; if the id is held, the caller joins a FIFO queue
-// and is woken when the lock is released, until the queue timeout (default
-// 30 minutes) or its context ends. [Locker.AcquireMany] streams the leases
+// and is granted the lock when it is its turn, until the queue timeout
+// (default 30 minutes) or its context ends. A backend with direct hand-off
+// ([backend.HandOffer]) grants the lock to the head in the step that frees
+// it, and the head returns with no step of its own; otherwise the head is
+// woken and takes the lock with one step. [Locker.AcquireMany] streams the leases
 // of many ids as they are granted; [Do] runs a function under a lock (or
 // skips it at once if the lock is held, with NoWait: a job that must run
 // once across replicas), keeps the lease alive while it runs, and always
@@ -26,6 +29,10 @@
 //   - S1 exclusive grants: for one id, grant intervals on the backend never overlap.
 //   - S2 conservative validity: [Lease.ValidUntil] is measured from the moment the
 //     acquire (or extend) was sent, so it never lies past the backend's expiry.
+//     A lease granted by hand-off maps the grant's store time to this
+//     process's clock through the waiter's last step (its send time and the
+//     store time it read), less 1000 ppm of the time between them and 2 ms,
+//     and never past the time the grant arrived plus the TTL.
 //   - S3 fencing: [Lease.Fence] strictly increases per id, in grant order;
 //     Extend keeps it. The Redis backends keep this across idle periods,
 //     restarts and failovers under a clock assumption (the README states it).
@@ -139,6 +146,7 @@ type Locker struct {
 	waiterTTL    time.Duration
 	heartbeat    time.Duration
 	resolution   time.Duration
+	handsOff     bool // the backend grants by hand-off (backend.HandOffer)
 	keepAll      bool // Options.KeepAlive
 	log          *slog.Logger
 	done         chan struct{}   // closed by Close
@@ -202,6 +210,7 @@ func New(b backend.Backend, opts *Options) (*Locker, error) {
 		waiterTTL:    wt,
 		heartbeat:    wt / 3,
 		resolution:   res,
+		handsOff:     backend.HandsOff(b),
 		keepAll:      o.KeepAlive,
 		log:          o.Logger,
 		done:         make(chan struct{}),

@@ -10,7 +10,7 @@ import (
 // observedBackend wraps a Locker's backend when it has an Observer: every
 // step is reported as an EventStep. It keeps the optional capabilities the
 // core uses (Batcher and ExtendBatcher, through the inner one or the
-// fallbacks; Resolver; Inspector, or ErrUnsupported), so the core treats it
+// fallbacks; Resolver; Inspector, or ErrUnsupported; HandOffer), so the core treats it
 // like the backend it wraps. A new optional capability that the core looks for must be
 // forwarded here too.
 type observedBackend struct {
@@ -24,6 +24,7 @@ var (
 	_ backend.ExtendBatcher = (*observedBackend)(nil)
 	_ backend.Resolver      = (*observedBackend)(nil)
 	_ backend.Inspector     = (*observedBackend)(nil)
+	_ backend.HandOffer     = (*observedBackend)(nil)
 )
 
 // step reports one step that began at start.
@@ -124,3 +125,6 @@ func (o *observedBackend) ExtendBatch(ctx context.Context, reqs []backend.Extend
 	o.step("extend_batch", "", start, err)
 	return r, err
 }
+
+// HandsOff reports whether the inner backend hands off.
+func (o *observedBackend) HandsOff() bool { return backend.HandsOff(o.b) }

@@ -19,6 +19,11 @@ type waiter struct {
 	// head of a held lock, with the holder's TTL (Wake.HolderTTL); without
 	// it such a wake-up calls wake. Must not block.
 	told func(holderTTL time.Duration)
+	// granted, if set, takes a wake-up that carries a grant by hand-off
+	// (Wake.Grant) and the local time it arrived; without it such a
+	// wake-up calls wake (the next step finds the lock held by the token).
+	// Must not block.
+	granted func(h backend.HandOff, recv time.Time)
 }
 
 // idWaiters is the Locker's state for one id with local waiters: one
@@ -232,7 +237,8 @@ func (l *Locker) setTicket(w *waiter, t uint64) {
 }
 
 // onWake routes one wake-up: to the named waiter if it is local (to its
-// told function for a Wake.HolderTTL); to every local waiter of the id for
+// granted function for a Wake.Grant, its told function for a
+// Wake.HolderTTL); to every local waiter of the id for
 // a Wake.All; otherwise to the local waiter with the lowest known ticket
 // (waiters whose ticket is still unknown are woken too, since they may be
 // ahead).
@@ -252,6 +258,10 @@ func (l *Locker) onWake(wk backend.Wake) {
 		for w := range st.waiters {
 			switch {
 			case w.token != wk.Token:
+			case wk.Grant != nil && w.granted != nil:
+				w.granted(*wk.Grant, time.Now())
+			case wk.Grant != nil:
+				w.wake()
 			case wk.HolderTTL > 0 && w.told != nil:
 				w.told(wk.HolderTTL)
 			default:

@@ -90,6 +90,11 @@ type Grant struct {
 	Ticket uint64
 	// Head reports that, when Queued, the requester is first in the queue.
 	Head bool
+	// StoreTime is the store's clock during the step, or zero when the
+	// backend does not say. A HandOffer reports it whenever the requester
+	// is queued: the core maps a hand-off's StoreTime to its own clock
+	// through the pair (time the step was sent, StoreTime).
+	StoreTime time.Time
 }
 
 // Waiter names one queue entry.
@@ -122,4 +127,20 @@ type Wake struct {
 	// step (checklist item 7). The core then keeps a timer at that TTL
 	// instead of re-checking. 0 means a plain wake-up: re-check now.
 	HolderTTL time.Duration
+	// Grant, when non-nil with a Token, tells that waiter that the step
+	// which freed the lock granted it to the waiter (a HandOffer's direct
+	// hand-off): the waiter holds the lock and need not run a step.
+	Grant *HandOff
+}
+
+// HandOff is a grant made by a step to the head of the queue, carried by
+// its wake-up.
+type HandOff struct {
+	// Fence is the new lease's fence, from the same counter as Acquire's.
+	Fence uint64
+	// TTL is the lease's TTL from the grant: the TTL the waiter asked for
+	// when it queued.
+	TTL time.Duration
+	// StoreTime is the store's clock at the grant.
+	StoreTime time.Time
 }

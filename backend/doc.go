@@ -19,7 +19,10 @@
 //   - [Resolver]: the smallest TTL the store can express
 //     (fallback: [ResolutionOf] returns one millisecond).
 //   - [Inspector]: a read-only view of one id for operators
-//     (fallback: [Inspect] returns ErrUnsupported).
+//     (fallback: [Inspect] returns ErrUnsupported);
+//   - [HandOffer]: direct hand-off, a step that frees the lock grants it to
+//     the head and the wake-up carries the grant (checklist item 14;
+//     fallback: the head is woken and takes the lock with its own step).
 //
 // # Implementer's checklist
 //
@@ -158,6 +161,24 @@
 //     holder's remaining TTL rounded up to the resolution, so that it is
 //     never 0 while the lock is held (Redis: PTTL in ms, 0 in the last
 //     millisecond, reported as 1).
+//  14. Direct hand-off (optional, [HandOffer]; skip it and item 7's
+//     wake-ups are the protocol). Store the lease TTL a waiter asks for with
+//     its queue entry. Every step that leaves the lock free with a live head
+//     queued (a release, the head's Leave, a purge, a Heartbeat or another
+//     client's Acquire that finds the lease expired, an operator's forced
+//     release) grants it to that head in the same atomic step: the lock
+//     set to the head's token with expiry now+its TTL, the next fence from
+//     Acquire's counter, its entry removed. Never grant a head past its
+//     deadline (purge it). Then deliver Wake{ID, Token: head, Grant:
+//     &HandOff{Fence, TTL, StoreTime}}, StoreTime being the store's clock
+//     at the grant, and tell the next head the new holder's TTL (item 7).
+//     Report Grant.StoreTime on every Acquire step that leaves the
+//     requester queued: the core maps a grant's StoreTime to its own clock
+//     through it, so that ValidUntil stays conservative (S2). Heartbeat
+//     may report a head it granted as queued. A grant to a head whose
+//     process died costs the queue that lease's TTL: the lease expires,
+//     and the next head, told that TTL, takes the lock then. A waiter
+//     cancelled before it sees its grant releases it with Leave (item 5).
 //
 // The conformance package runs the same suite against every backend; a new
 // backend is done when conformance.Run passes.

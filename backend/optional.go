@@ -131,3 +131,29 @@ func ExtendBatch(ctx context.Context, b Lock, reqs []ExtendRequest) ([]error, er
 	wg.Wait()
 	return out, nil
 }
+
+// HandOffer is an optional capability: direct hand-off. When HandsOff
+// reports true, every step that finds the lock free with a live head
+// queued (a release, the head's leave, a purge, a heartbeat, another
+// client's acquire, a lease found expired) grants the lock to that head in
+// the same atomic step. It sets the lock to the head's token with the TTL
+// the head asked for when it queued and a fence from the same counter as
+// Acquire's, and removes the head's entry. The head's wake-up carries the
+// grant (Wake.Grant), and tells the next head the new holder's TTL. The
+// backend then reports Grant.StoreTime on every Acquire step that leaves
+// the requester queued.
+//
+// The fallback, for a backend without it (or HandsOff false), is
+// wake-then-acquire: the head is woken and takes the lock with its own
+// Acquire step. A core waiter that is not listening for grants takes a
+// wake-up with a Grant as a plain one: its next Acquire step finds its
+// token holding the lock and reports the lease (a retried grant).
+type HandOffer interface {
+	HandsOff() bool
+}
+
+// HandsOff reports whether b is a HandOffer that hands off.
+func HandsOff(b any) bool {
+	h, ok := b.(HandOffer)
+	return ok && h.HandsOff()
+}

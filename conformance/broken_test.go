@@ -111,8 +111,10 @@ type brokenHarness struct {
 }
 
 func newBrokenHarness(kind string) *brokenHarness {
-	// no-waiter-cap's store has the default cap, far above what Limits states.
-	mh := memharness.New(kind == "no-waiter-cap")
+	// no-waiter-cap's store has the default cap, far above what Limits
+	// states. The breakages are of the wake-then-acquire protocol: the
+	// store does not hand off (the wrappers are no backend.HandOffer).
+	mh := memharness.NewWith(kind == "no-waiter-cap", true)
 	mh.Unwrap = memoryOf
 	return &brokenHarness{
 		Harness: mh,

@@ -114,6 +114,23 @@
 //     matching context.Canceled and leaves nothing; also when the cancel
 //     races the grant.
 //
+// Direct hand-off (backend.HandOffer; each is skipped for a backend that
+// does not hand off):
+//   - handoff-grant (S2, S3): A holds, W queues; A's release grants W in
+//     the same step: W's Acquire returns with no Acquire step of its own
+//     after the release, a fence above A's, and a ValidUntil after the
+//     release and no later than its return + TTL; another client polling
+//     with TryAcquire takes the id only after that ValidUntil.
+//   - handoff-cancelled-head (L6): A holds, W and X queue; W's process
+//     drops its wake-ups, A's release grants W; W's Acquire, cancelled,
+//     returns context.Canceled with no lease, and its cleanup hands the
+//     lock to X at once.
+//   - handoff-dead-head (L1): A holds, D and X queue (heartbeats too slow
+//     to matter); D's process dies and A releases, which grants D a 300 ms
+//     lease: X is granted within that TTL + 100 ms (+ 1 s slack) of the
+//     release. A grant to a dead head costs the queue that lease's TTL at
+//     most (a head whose deadline passed is purged, not granted).
+//
 // Hygiene:
 //   - no-goroutine-leak (H1): no goroutine with a frame of package lock
 //     outlives Close, after waits, heartbeats, AcquireMany, Do, a queue

@@ -26,6 +26,18 @@ type lockModel struct {
 	queue        []string
 	tickets      map[string]uint64
 	lastTicket   uint64
+	// handsOff: the backend grants a freed lock to the head (HandOffer).
+	handsOff bool
+}
+
+// settle applies a direct hand-off, when the backend hands off: a free
+// lock with a queue goes to its head, with a fence the model does not see
+// (0 until a retry by the holder reports it).
+func (m *lockModel) settle() {
+	if m.handsOff && m.holder == "" && len(m.queue) > 0 {
+		m.holder, m.fence = m.queue[0], 0
+		m.dequeue(m.holder)
+	}
 }
 
 func (m *lockModel) queued(tok string) bool { return slices.Contains(m.queue, tok) }
@@ -58,6 +70,13 @@ func (m *lockModel) acquire(req backend.AcquireRequest, g backend.Grant, err err
 	}
 	tok := req.Token
 	switch {
+	case m.holder == tok && m.fence == 0:
+		// The holder by hand-off: its first step reports the fence.
+		if !g.Acquired || g.Fence <= m.lastFence {
+			return fmt.Sprintf("Acquire(%s) by the head granted by hand-off: %+v, want Acquired with a fence above the last one, %d", tok, g, m.lastFence)
+		}
+		m.fence, m.lastFence = g.Fence, g.Fence
+		return ""
 	case m.holder == tok:
 		// A retry by the holder: a no-op.
 		if !g.Acquired || g.Fence != m.fence {
@@ -136,7 +155,7 @@ func model(e *env) {
 		for i := range toks {
 			toks[i] = fmt.Sprintf("model-%s-%d", nonce, i)
 		}
-		m := &lockModel{tickets: map[string]uint64{}}
+		m := &lockModel{tickets: map[string]uint64{}, handsOff: backend.HandsOff(bs[0])}
 		fail := func(format string, args ...any) {
 			msg := fmt.Sprintf(format, args...)
 			if ctx.Err() != nil {
@@ -203,6 +222,7 @@ func model(e *env) {
 						fail("Release(%s) by the holder: %v", tok, err)
 					}
 					m.holder, m.lastReleased = "", tok
+					m.settle()
 				case tok == m.lastReleased && err == nil:
 					// Allowed: the same release again (checklist item 3).
 				case !errors.Is(err, backend.ErrNotHeld):
@@ -226,6 +246,7 @@ func model(e *env) {
 					fail("Leave(%s): %v", tok, err)
 				}
 				m.leave(tok)
+				m.settle()
 			},
 			"LeaveBatch": func(rt *rapid.T) {
 				ws := drawWaiters(rt)
@@ -234,6 +255,7 @@ func model(e *env) {
 				}
 				for _, w := range ws {
 					m.leave(w.Token)
+					m.settle()
 				}
 			},
 			"Heartbeat": func(rt *rapid.T) {

@@ -276,7 +276,9 @@ func deadWaiterPurge(e *env) {
 	opts := lock.Options{WaiterTimeout: wt, QueueTimeout: time.Minute}
 	for i := 1; i <= 2; i++ {
 		ld, sd := e.locker(opts)
-		e.acquireAsync(ctx, ld, id, longTTL)
+		// A lease of wt: a backend that hands off grants the release to
+		// D1, whose entry is still live; that lease then costs wt.
+		e.acquireAsync(ctx, ld, id, wt)
 		e.waitFor(prompt, fmt.Sprintf("dead waiter D%d queued", i), func() bool { return sd.queued(id) })
 		sd.kill()
 	}

@@ -155,33 +155,41 @@ func conservativeValidity(e *env) {
 		if vu.Before(sent) {
 			e.errorf("after %s(ttl %v): ValidUntil is before the call was made", what, ttl)
 		}
-		var first *lock.Lease
-		var firstAt time.Time
-		ok := eventually(e.t, ttl+prompt, func() bool {
-			got, err := e.tryAcquire(lb, id, longTTL)
-			if err != nil {
-				e.errorf("TryAcquire by another client: %v", err)
-				return true
-			}
-			if got != nil {
-				first, firstAt = got, time.Now()
-				return true
-			}
-			return false
-		})
-		if !ok {
-			e.errorf("after %s(ttl %v) and no extend, another client could not take the id within %v", what, ttl, ttl+prompt)
-			continue
-		}
-		if first == nil {
-			continue
-		}
-		if firstAt.Before(vu) {
-			e.errorf("after %s(ttl %v), another client was granted the id (and its call had returned) %v before the first lease's ValidUntil",
-				what, ttl, vu.Sub(firstAt))
-		}
-		e.mustRelease(first)
+		e.notTakenBefore(lb, id, vu, ttl, what)
 	}
+}
+
+// notTakenBefore checks S2 for a lease of id for ttl, valid until vu, got
+// by what: another client (lb) polling with TryAcquire takes the id only
+// once the lease has ended, never before vu.
+func (e *env) notTakenBefore(lb *lock.Locker, id string, vu time.Time, ttl time.Duration, what string) {
+	e.t.Helper()
+	var first *lock.Lease
+	var firstAt time.Time
+	ok := eventually(e.t, ttl+prompt, func() bool {
+		got, err := e.tryAcquire(lb, id, longTTL)
+		if err != nil {
+			e.errorf("TryAcquire by another client: %v", err)
+			return true
+		}
+		if got != nil {
+			first, firstAt = got, time.Now()
+			return true
+		}
+		return false
+	})
+	if !ok {
+		e.errorf("after %s(ttl %v) and no extend, another client could not take the id within %v", what, ttl, ttl+prompt)
+		return
+	}
+	if first == nil {
+		return
+	}
+	if firstAt.Before(vu) {
+		e.errorf("after %s(ttl %v), another client was granted the id (and its call had returned) %v before the first lease's ValidUntil",
+			what, ttl, vu.Sub(firstAt))
+	}
+	e.mustRelease(first)
 }
 
 // S3. Fences strictly increase across successive holders of an id (after
@@ -531,7 +539,9 @@ func retrySafe(e *env) {
 	id = e.id()
 	held = e.mustAcquire(other, id, longTTL)
 	l2, s2 := e.defaultLocker()
-	p = e.queuedAsync(ctx, l2, s2, id, longTTL)
+	// A lease of WaiterTimeout: a backend that hands off may grant the
+	// release to the dead waiter while its entry lives; that costs its TTL.
+	p = e.queuedAsync(ctx, l2, s2, id, waiterTimeout)
 	s2.kill()
 	res, err = p.wait(e, waiterTimeout+prompt, "a waiter whose backend stays down")
 	if !errors.Is(err, lock.ErrBackend) || res.Acquired {

@@ -175,6 +175,11 @@ func wakeNewHead(e *env) {
 			aheadAt = time.Now()
 		},
 		step: func(id, holder string) {
+			if e.handsOff() {
+				// The release would grant the head, still live by its
+				// deadline: here it is purged first, by the release.
+				e.letPass(aheadAt, deadTTL+50*time.Millisecond)
+			}
 			e.mustStep("Release", ra.Release(ctx, id, holder))
 			e.letPass(aheadAt, deadTTL+50*time.Millisecond)
 			if le, err := e.tryAcquire(lx, id, longTTL); err != nil || le != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock"
+	"github.com/redislocker/lock/backend"
 )
 
 // Timings of the Lockers the suite makes. They are short so that the suite
@@ -74,6 +75,10 @@ var properties = []property{
 	{"queue-timeout", "L4 queue-timeout: a wait ends at the queue timeout with Acquired=false, WasInUse=true, a nil error, and no entry left", queueTimeoutProp},
 	{"acquire-many-overlap", "L5 acquire-many-overlap: overlapping AcquireMany calls whose callers release what they are shown never deadlock", acquireManyOverlap},
 	{"cancel-while-queued", "L6 cancel-while-queued: cancelling a waiter returns ctx's error, holds nothing and removes its entry", cancelWhileQueued},
+	// Direct hand-off (backend.HandOffer); skipped for a backend without it.
+	{"handoff-grant", "S2 S3 handoff-grant: a release to a queued head grants it in the same step: the head runs no step of its own, gets a fence above the previous holder's, and a ValidUntil no later than the store's expiry", handoffGrant},
+	{"handoff-cancelled-head", "L6 handoff-cancelled-head: a grant by hand-off to a head whose Acquire is cancelled first is released by its cleanup, and the next waiter is granted", handoffCancelledHead},
+	{"handoff-dead-head", "L1 handoff-dead-head: a grant by hand-off to a head whose process died costs at most that lease's TTL: the next waiter is granted within 100 ms (+ slack) of its end", handoffDeadHead},
 	// Hygiene.
 	{"no-goroutine-leak", "H1 no-goroutine-leak: no goroutine of the lock package outlives Close", noGoroutineLeak},
 	{"no-state-left", "H2 no-state-left: after release, leave, timeout and expiry the store keeps no state for the id but documented counters", noStateLeft},
@@ -184,6 +189,10 @@ func (e *env) backend() *spy {
 	e.t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// handsOff reports whether the harness's backends hand off
+// (backend.HandOffer).
+func (e *env) handsOff() bool { return backend.HandsOff(e.backend()) }
 
 // locker returns a Locker over a new backend of the harness (a new
 // "process"), wrapped in a spy; it is closed at the end of the subtest.

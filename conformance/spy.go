@@ -60,9 +60,10 @@ type wakeRecord struct {
 }
 
 var (
-	_ backend.Backend  = (*spy)(nil)
-	_ backend.Batcher  = (*spy)(nil)
-	_ backend.Resolver = (*spy)(nil)
+	_ backend.Backend   = (*spy)(nil)
+	_ backend.Batcher   = (*spy)(nil)
+	_ backend.Resolver  = (*spy)(nil)
+	_ backend.HandOffer = (*spy)(nil)
 )
 
 func newSpy(inner backend.Backend) *spy { return &spy{inner: inner} }
@@ -200,6 +201,9 @@ func (s *spy) Close() error { return s.inner.Close() }
 // Resolution is the inner backend's.
 func (s *spy) Resolution() time.Duration { return backend.ResolutionOf(s.inner) }
 
+// HandsOff forwards the inner backend's backend.HandOffer.
+func (s *spy) HandsOff() bool { return backend.HandsOff(s.inner) }
+
 // ---- queries ----
 
 // callCount returns the number of steps the spy has seen (Close excepted).
@@ -239,6 +243,33 @@ func (s *spy) tickets(id, token string) []uint64 {
 		}
 	}
 	return out
+}
+
+// acquiresOf returns how many Acquire steps of id reached the store.
+func (s *spy) acquiresOf(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, a := range s.acquires {
+		if a.req.ID == id {
+			n++
+		}
+	}
+	return n
+}
+
+// grantsFor returns how many wake-ups carrying a grant by hand-off to
+// token reached the spy (delivered or not).
+func (s *spy) grantsFor(id, token string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, w := range s.wakes {
+		if w.wake.ID == id && w.wake.Token == token && w.wake.Grant != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // wakesFor returns how many wake-ups for id, addressed to token (or to

@@ -10,7 +10,7 @@ import (
 )
 
 // Backend is one "process" on a Store. It implements backend.Backend,
-// backend.Batcher and backend.ExtendBatcher and is goroutine-safe. Create it with New or
+// backend.Batcher, backend.ExtendBatcher and backend.HandOffer and is goroutine-safe. Create it with New or
 // Store.NewBackend.
 type Backend struct {
 	s        *Store
@@ -25,7 +25,12 @@ var (
 	_ backend.Backend       = (*Backend)(nil)
 	_ backend.Batcher       = (*Backend)(nil)
 	_ backend.ExtendBatcher = (*Backend)(nil)
+	_ backend.HandOffer     = (*Backend)(nil)
 )
+
+// HandsOff reports whether the Store hands off (backend.HandOffer): true
+// unless Options.NoHandOff was set.
+func (b *Backend) HandsOff() bool { return b.s.handsOff }
 
 // Store returns the Store b runs on.
 func (b *Backend) Store() *Store { return b.s }
@@ -132,7 +137,7 @@ func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waite
 		if len(wc.subs) == 0 {
 			continue
 		}
-		if len(waiters) > 1 {
+		if len(waiters) > 1 && wc.grant.ID == "" {
 			if woken == nil {
 				woken = make(map[string]string)
 			}

@@ -16,6 +16,7 @@ func newManual(t *testing.T, opts memorybackend.Options) (*memorybackend.ManualC
 	t.Helper()
 	c := memorybackend.NewManualClock(epoch)
 	opts.Clock = c
+	opts.NoHandOff = !handOff(opts)
 	return c, must(memorybackend.NewStore(&opts))
 }
 

@@ -41,6 +41,7 @@ func newEnv(t *testing.T, opts memorybackend.Options) *env {
 	t.Helper()
 	e := &env{ctx: context.Background(), clock: memorybackend.NewManualClock(epoch)}
 	opts.Clock = e.clock
+	opts.NoHandOff = !handOff(opts)
 	e.store = must(memorybackend.NewStore(&opts))
 	e.b = e.store.NewBackend()
 	other := e.store.NewBackend()
@@ -527,3 +528,10 @@ func TestChecklist(t *testing.T) {
 		})
 	}
 }
+
+// handOffLimit marks the Options of a test of direct hand-off: the other
+// tests drive the wake-then-acquire protocol, the fallback.
+const handOffLimit = 7777
+
+// handOff reports whether opts are those of a hand-off test.
+func handOff(opts memorybackend.Options) bool { return opts.PurgeLimit == handOffLimit }

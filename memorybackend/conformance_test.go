@@ -12,3 +12,10 @@ import (
 func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) conformance.Harness { return memharness.New(false) })
 }
+
+// TestConformanceNoHandOff runs the suite with direct hand-off off: the
+// core's wake-then-acquire fallback, as a backend without
+// backend.HandOffer gets it.
+func TestConformanceNoHandOff(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) conformance.Harness { return memharness.NewWith(false, true) })
+}

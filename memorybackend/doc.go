@@ -84,6 +84,19 @@
 // TTL}. [Store.ExpireNow] ends a lease with no wake-up, like a Redis key
 // expiring.
 //
+// # Direct hand-off
+//
+// A Store hands off ([backend.HandOffer]) unless [Options.NoHandOff] is
+// set; the wake-ups above are then the whole protocol. Handing off, every
+// step that finds the lock free (or frees it) with a live head queued
+// grants the lock to that head in the same critical section: its token,
+// the TTL it asked for when it queued, the next fence, its entry removed.
+// The head's wake-up is backend.Wake{ID, Token, Grant: &backend.HandOff{
+// Fence, TTL, StoreTime}} and the next head is told the new lease's TTL.
+// A head past its deadline is purged, never granted. An Acquire that
+// leaves its requester queued reports Grant.StoreTime. A grant to a head
+// whose process is gone costs the queue that lease's TTL at most.
+//
 // A closed Backend drops its subscriptions, and every later call returns
 // [backend.ErrClosed]; other Backends on the Store are not affected. Close
 // does not release the locks its callers hold: as with a process that dies,

@@ -23,7 +23,8 @@ type waiter struct {
 	ticket     uint64
 	deadline   time.Time
 	prev, next *waiter
-	hi         int // index in entry.heap
+	hi         int           // index in entry.heap
+	ttl        time.Duration // the lease TTL it asked for, for a hand-off
 
 	since time.Time // when it was enqueued (read by Inspect only)
 }

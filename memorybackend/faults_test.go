@@ -15,7 +15,7 @@ import (
 // ends it with ctx's error and subscribes nothing.
 func TestDelaySubscriptions(t *testing.T) {
 	const d = 50 * time.Millisecond
-	s := must(memorybackend.NewStore(nil))
+	s := must(memorybackend.NewStore(&memorybackend.Options{NoHandOff: true}))
 	a, b := s.NewBackend(), s.NewBackend()
 	ctx := context.Background()
 	b.DelaySubscriptions(d)

@@ -24,6 +24,10 @@ type Options struct {
 	// PurgeLimit is the most expired waiters one step purges per id.
 	// Default: 100.
 	PurgeLimit int
+	// NoHandOff turns direct hand-off off (see backend.HandOffer): a step
+	// that frees the lock then wakes the head, which takes the lock with
+	// its own Acquire step. Default false: the Store hands off.
+	NoHandOff bool
 }
 
 const (
@@ -47,6 +51,7 @@ type Store struct {
 	clock      Clock
 	maxWaiters int
 	purgeLimit int
+	handsOff   bool
 	seed       maphash.Seed
 
 	fence  atomic.Uint64 // last fence handed out (see nextFence)
@@ -81,6 +86,7 @@ func NewStore(opts *Options) (*Store, error) {
 		clock:      realClock{},
 		maxWaiters: DefaultMaxWaiters,
 		purgeLimit: DefaultPurgeLimit,
+		handsOff:   true,
 		seed:       maphash.MakeSeed(),
 	}
 	if opts != nil {
@@ -93,6 +99,7 @@ func NewStore(opts *Options) (*Store, error) {
 		if opts.PurgeLimit > 0 {
 			s.purgeLimit = opts.PurgeLimit
 		}
+		s.handsOff = !opts.NoHandOff
 	}
 	for i := range s.shards {
 		s.shards[i].ids = make(map[string]*entry)
@@ -245,13 +252,16 @@ func (sh *shard) drop(id string, e *entry) {
 // mark is an entry's state at the start of a step, to decide the wake-up at
 // its end.
 type mark struct {
-	held bool
-	head *waiter
+	held  bool
+	head  *waiter
+	grant backend.Wake // a hand-off made by the step, to deliver at its end
 }
 
 // open starts a step on id: it loads the entry (nil if none), frees an
-// expired lease and purges expired waiters.
-func (s *Store) open(sh *shard, id string, now time.Time) (*entry, mark) {
+// expired lease and purges expired waiters. If the lock is then free, it
+// is handed off to the head, unless the head is self (the step's
+// requester, which its own step grants).
+func (s *Store) open(sh *shard, id string, now time.Time, self string) (*entry, mark) {
 	e := sh.ids[id]
 	if e == nil {
 		return nil, mark{}
@@ -259,7 +269,26 @@ func (s *Store) open(sh *shard, id string, now time.Time) (*entry, mark) {
 	m := mark{held: e.holder != "", head: e.head}
 	e.expire(now)
 	e.purge(now, s.purgeLimit)
+	if e.head != nil && e.head.token != self {
+		s.handOff(id, e, now, &m)
+	}
 	return e, m
+}
+
+// handOff grants the lock, if it is free, to e's head if it is live
+// (direct hand-off): the head's TTL, a new fence, its entry removed. The
+// head's wake-up goes in m, to be delivered by finish. A dead head that
+// the purge limit left in place is not granted: it is woken as before.
+func (s *Store) handOff(id string, e *entry, now time.Time, m *mark) {
+	h := e.head
+	if !s.handsOff || e.holder != "" || h == nil || !h.deadline.After(now) {
+		return
+	}
+	e.remove(h)
+	e.holder = h.token
+	e.expiry = now.Add(h.ttl)
+	e.fence = s.nextFence(now)
+	m.grant = backend.Wake{ID: id, Token: h.token, Grant: &backend.HandOff{Fence: e.fence, TTL: h.ttl, StoreTime: now}}
 }
 
 // finish ends a step on id at now: it deletes the entry if nothing is
@@ -269,29 +298,32 @@ func (s *Store) open(sh *shard, id string, now time.Time) (*entry, mark) {
 // with the holder's TTL, unless it is self, the step's requester (its
 // reply tells it).
 func (s *Store) finish(sh *shard, id string, e *entry, m mark, now time.Time, self string, force bool) wakeCall {
+	s.handOff(id, e, now, &m)
+	wc := wakeCall{grant: m.grant}
+	if len(sh.subs[id]) > 0 {
+		wc.subs = sh.subs[id]
+	}
 	if e.holder != "" {
 		if e.head == nil || e.head == m.head || e.head.token == self {
-			return wakeCall{}
+			return wc
 		}
-		return s.wakeHead(sh, id, e, e.expiry.Sub(now))
+		return s.wakeHead(wc, id, e, e.expiry.Sub(now))
 	}
 	if e.head == nil {
 		sh.drop(id, e)
-		return wakeCall{}
+		return wc
 	}
 	if !force && !m.held && e.head == m.head {
-		return wakeCall{}
+		return wc
 	}
-	return s.wakeHead(sh, id, e, 0)
+	return s.wakeHead(wc, id, e, 0)
 }
 
-// wakeHead returns the wake-up of e's head, with holderTTL (0: a plain one).
-func (s *Store) wakeHead(sh *shard, id string, e *entry, holderTTL time.Duration) wakeCall {
-	subs := sh.subs[id]
-	if len(subs) == 0 {
-		return wakeCall{}
-	}
-	return wakeCall{subs: subs, wake: backend.Wake{ID: id, Token: e.head.token, HolderTTL: holderTTL}}
+// wakeHead adds to wc the wake-up of e's head, with holderTTL (0: a
+// plain one).
+func (s *Store) wakeHead(wc wakeCall, id string, e *entry, holderTTL time.Duration) wakeCall {
+	wc.wake = backend.Wake{ID: id, Token: e.head.token, HolderTTL: holderTTL}
+	return wc
 }
 
 // grant gives the lock to req.Token with a new fence.
@@ -324,7 +356,7 @@ func (s *Store) nextFence(now time.Time) uint64 {
 // acquire is the Acquire step; the caller holds sh.mu.
 func (s *Store) acquire(sh *shard, req *backend.AcquireRequest) (backend.Grant, wakeCall, error) {
 	now := s.clock.Now()
-	e, m := s.open(sh, req.ID, now)
+	e, m := s.open(sh, req.ID, now, req.Token)
 	if e == nil {
 		e = sh.create(s, req.ID, now)
 		return s.grant(e, req, now), wakeCall{}, nil
@@ -351,17 +383,22 @@ func (s *Store) acquire(sh *shard, req *backend.AcquireRequest) (backend.Grant, 
 		switch {
 		case w != nil:
 			e.refresh(w, deadline)
+			w.ttl = req.TTL
 		case e.queueLen() >= s.maxWaiters:
 			err = backend.ErrQueueFull
 		default:
 			w = e.enqueue(req.Token, s.ticket.Add(1), deadline)
 			w.since = now // for Inspect
+			w.ttl = req.TTL
 		}
 	}
 	if w != nil {
 		g.Queued = true
 		g.Ticket = w.ticket
 		g.Head = e.head == w
+		if s.handsOff {
+			g.StoreTime = now
+		}
 	}
 	return g, s.finish(sh, req.ID, e, m, now, req.Token, false), err
 }
@@ -369,7 +406,7 @@ func (s *Store) acquire(sh *shard, req *backend.AcquireRequest) (backend.Grant, 
 // release is the Release step; the caller holds sh.mu.
 func (s *Store) release(sh *shard, id, token string) (wakeCall, error) {
 	now := s.clock.Now()
-	e, m := s.open(sh, id, now)
+	e, m := s.open(sh, id, now, "")
 	if e == nil {
 		return wakeCall{}, backend.ErrNotHeld
 	}
@@ -385,7 +422,7 @@ func (s *Store) release(sh *shard, id, token string) (wakeCall, error) {
 // extend is the Extend step; the caller holds sh.mu.
 func (s *Store) extend(sh *shard, id, token string, ttl time.Duration) (wakeCall, error) {
 	now := s.clock.Now()
-	e, m := s.open(sh, id, now)
+	e, m := s.open(sh, id, now, "")
 	if e == nil {
 		return wakeCall{}, backend.ErrNotHeld
 	}
@@ -401,7 +438,7 @@ func (s *Store) extend(sh *shard, id, token string, ttl time.Duration) (wakeCall
 // leave is the Leave step; the caller holds sh.mu.
 func (s *Store) leave(sh *shard, id, token string) wakeCall {
 	now := s.clock.Now()
-	e, m := s.open(sh, id, now)
+	e, m := s.open(sh, id, now, "")
 	if e == nil {
 		return wakeCall{}
 	}
@@ -417,11 +454,14 @@ func (s *Store) leave(sh *shard, id, token string) wakeCall {
 // heartbeat is one waiter's Heartbeat step; the caller holds sh.mu.
 func (s *Store) heartbeat(sh *shard, wt backend.Waiter, waiterTTL time.Duration) (backend.HeartbeatResult, wakeCall) {
 	now := s.clock.Now()
-	e, m := s.open(sh, wt.ID, now)
+	e, m := s.open(sh, wt.ID, now, "")
 	if e == nil {
 		return backend.HeartbeatResult{}, wakeCall{}
 	}
 	var r backend.HeartbeatResult
+	// Granted by hand-off in this step: it was queued, and its wake-up
+	// carries the grant.
+	r.Queued = m.grant.Token == wt.Token && m.grant.ID != ""
 	if w := e.lookup(wt.Token, now); w != nil {
 		e.refresh(w, now.Add(waiterTTL))
 		r.Queued = true
@@ -468,12 +508,18 @@ func (s *Store) removeSub(sub *subscription) {
 // wakeCall is a wake-up collected inside a critical section, to be
 // delivered after it.
 type wakeCall struct {
-	subs []*subscription
-	wake backend.Wake
+	subs  []*subscription
+	grant backend.Wake // a hand-off's wake-up, when ID != ""
+	wake  backend.Wake // the head's wake-up, when ID != ""
 }
 
 func (c *wakeCall) fire() {
-	for _, sub := range c.subs {
-		sub.fn(c.wake)
+	for _, w := range [2]*backend.Wake{&c.grant, &c.wake} {
+		if w.ID == "" {
+			continue
+		}
+		for _, sub := range c.subs {
+			sub.fn(*w)
+		}
 	}
 }

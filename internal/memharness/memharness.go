@@ -42,7 +42,13 @@ var (
 // leaves the Store's waiter cap at its default, far above what Limits
 // states (for a backend that fails to enforce it).
 func New(uncapped bool) *Harness {
-	opts := &memorybackend.Options{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit}
+	return NewWith(uncapped, false)
+}
+
+// NewWith is New, with direct hand-off turned off when noHandOff is set
+// (the wake-then-acquire fallback, see backend.HandOffer).
+func NewWith(uncapped, noHandOff bool) *Harness {
+	opts := &memorybackend.Options{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit, NoHandOff: noHandOff}
 	if uncapped {
 		opts.MaxWaiters = 0
 	}
