@@ -107,9 +107,10 @@ type wakeSource interface {
 }
 
 var (
-	_ backend.Backend  = (*Backend)(nil)
-	_ backend.Batcher  = (*Backend)(nil)
-	_ backend.Resolver = (*Backend)(nil)
+	_ backend.Backend   = (*Backend)(nil)
+	_ backend.Batcher   = (*Backend)(nil)
+	_ backend.Resolver  = (*Backend)(nil)
+	_ backend.HandOffer = (*Backend)(nil)
 )
 
 // New returns a Backend on client. nil opts means the defaults. It does no

@@ -123,22 +123,24 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 	if err := b.Release(ctx, "q", "A"); err != nil {
 		t.Fatal(err)
 	}
-	// Only the head is woken: B, then the test's marker.
+	// The release hands off to the head, B, and tells C, the head now;
+	// then the test's marker.
 	e.raw.Publish(ctx, other.Inbox("q"), adaptertest.InboxMsg("q", "marker"))
-	if got := w.Until(t, "marker"); len(got) != 1 || got[0] != (backend.Wake{ID: "q", Token: "B"}) {
-		t.Fatalf("wake-ups after release = %+v, want only {q B}", got)
+	if got := w.Until(t, "marker"); len(got) != 2 || !adaptertest.IsGrant(got[0], "q", "B") ||
+		got[1].Token != "C" || got[1].HolderTTL <= 0 || got[1].Grant != nil {
+		t.Fatalf("wake-ups after release = %+v, want B's grant and C told the holder's TTL", got)
 	}
-	// The lock is free but B is ahead: C, D and E must not get it.
+	// B holds: C, D and E must not get it.
 	for _, tok := range []string{"C", "D", "E"} {
 		g := mustAcquire(t, other, req("q", tok, tok != "E"))
-		if g.Acquired || g.HolderTTL != 0 {
-			t.Fatalf("acquire of %s while B heads the queue = %+v, want not acquired, holder TTL 0", tok, g)
+		if g.Acquired || g.HolderTTL <= 0 {
+			t.Fatalf("acquire of %s while B holds = %+v, want not acquired, the holder's TTL", tok, g)
 		}
 	}
 	for _, tok := range []string{"B", "C", "D"} {
 		g := mustAcquire(t, other, req("q", tok, true))
 		if !g.Acquired {
-			t.Fatalf("%s, the head of a free lock, was not granted: %+v", tok, g)
+			t.Fatalf("%s, granted by hand-off, does not hold: %+v", tok, g)
 		}
 		if err := other.Release(ctx, "q", tok); err != nil {
 			t.Fatal(err)
@@ -231,22 +233,26 @@ func TestLeave(t *testing.T) {
 			t.Fatalf("Leave of an unknown token: %v", err)
 		}
 	}
-	// The holder leaving releases (a grant that raced a cancel) and wakes B.
+	// The holder leaving releases (a grant that raced a cancel) and hands
+	// off to B.
 	if err := b.Leave(ctx, "l", "A"); err != nil {
 		t.Fatal(err)
 	}
-	if e.raw.Exists(ctx, k.Lock).Val() != 0 {
-		t.Fatal("Leave by the holder did not release the lock")
+	if got := e.raw.Get(ctx, k.Lock).Val(); got != "B" {
+		t.Fatalf("Leave by the holder: lock = %q, want handed off to B", got)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "l", Token: "B"}) {
-		t.Fatalf("wake after the holder left = %+v, want {l B}", x)
+	if x := w.Next(t); !adaptertest.IsGrant(x, "l", "B") {
+		t.Fatalf("wake after the holder left = %+v, want B's grant", x)
 	}
-	// The head leaving while the lock is free wakes the next head.
+	if x := w.Next(t); x.Token != "C" || x.HolderTTL <= 0 {
+		t.Fatalf("wake after the holder left = %+v, want C told the holder's TTL", x)
+	}
+	// B, granted, leaves: the grant is released and handed off to C.
 	if err := b.Leave(ctx, "l", "B"); err != nil {
 		t.Fatal(err)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "l", Token: "C"}) {
-		t.Fatalf("wake after the head left = %+v, want {l C}", x)
+	if x := w.Next(t); !adaptertest.IsGrant(x, "l", "C") {
+		t.Fatalf("wake after B left = %+v, want C's grant", x)
 	}
 	if err := b.Leave(ctx, "l", "B"); err != nil {
 		t.Fatalf("second Leave: %v", err)
@@ -255,8 +261,8 @@ func TestLeave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Queued || !res[1].Queued || !res[1].Ready {
-		t.Fatalf("heartbeat after B left = %+v, want B gone, C queued and ready", res)
+	if res[0].Queued || res[1].Queued {
+		t.Fatalf("heartbeat after B left = %+v, want B and C gone (C holds)", res)
 	}
 	if err := b.LeaveBatch(ctx, []backend.Waiter{{ID: "l", Token: "C"}, {ID: "other", Token: "C"}}); err != nil {
 		t.Fatal(err)
@@ -311,8 +317,9 @@ func TestHeartbeat(t *testing.T) {
 		t.Fatalf("queue PTTL after a 1h heartbeat = %v, want >= 3h", d)
 	}
 
-	// The lock expires without a release: a heartbeat finds it free, reports
-	// the head ready and wakes it.
+	// The lock expires without a release: a heartbeat finds it free and
+	// hands it off to the head, B (reported queued: its wake-up carries
+	// the grant).
 	if err := e.raw.Del(ctx, b.keyNames("h1").Lock).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -320,11 +327,14 @@ func TestHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0] != (backend.HeartbeatResult{Queued: true}) || res[1] != (backend.HeartbeatResult{Queued: true, Ready: true}) {
-		t.Fatalf("heartbeat with a free lock = %+v, want C queued, B queued and ready", res)
+	if res[0] != (backend.HeartbeatResult{Queued: true}) || res[1] != (backend.HeartbeatResult{Queued: true}) {
+		t.Fatalf("heartbeat with a free lock = %+v, want C and B queued, neither ready", res)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "h1", Token: "B"}) {
-		t.Fatalf("heartbeat wake = %+v, want {h1 B}", x)
+	if x := w.Next(t); !adaptertest.IsGrant(x, "h1", "B") {
+		t.Fatalf("heartbeat wake = %+v, want B's grant", x)
+	}
+	if got := e.raw.Get(ctx, b.keyNames("h1").Lock).Val(); got != "B" {
+		t.Fatalf("lock = %q after the heartbeat, want B", got)
 	}
 	if res, err := b.Heartbeat(ctx, nil, time.Hour); err != nil || len(res) != 0 {
 		t.Fatalf("empty heartbeat = %v, %v", res, err)
@@ -424,12 +434,12 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	if err := b.Release(ctx, "d", "A"); err != nil {
 		t.Fatal(err)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "d", Token: "live"}) {
-		t.Fatalf("wake after release = %+v, want the live waiter, not the dead head", x)
+	if x := w.Next(t); !adaptertest.IsGrant(x, "d", "live") {
+		t.Fatalf("wake after release = %+v, want the live waiter's grant, not the dead head's", x)
 	}
 
-	// Free lock, dead head: a newcomer's acquire purges it and wakes the
-	// next head.
+	// Free lock, dead head: a newcomer's acquire purges it and hands off
+	// to the next head.
 	mustAcquire(t, b, req("d", "live", true)) // live takes it
 	mustAcquire(t, b, dead)                   // dead-2 (same token) queues again
 	mustAcquire(t, b, req("d", "next", true))
@@ -437,11 +447,11 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	// Free the lock behind the queue's back, as an expiry would.
 	e.raw.Del(ctx, k.Lock)
 	adaptertest.Eventually(t, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
-	if g := mustAcquire(t, b, req("d", "newcomer", true)); g.Acquired || g.Head {
-		t.Fatalf("newcomer = %+v, want queued behind next", g)
+	if g := mustAcquire(t, b, req("d", "newcomer", true)); g.Acquired || !g.Head || g.HolderTTL <= 0 {
+		t.Fatalf("newcomer = %+v, want queued as the head, next holding", g)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "d", Token: "next"}) {
-		t.Fatalf("wake after the dead head was purged = %+v, want {d next}", x)
+	if x := w.Next(t); !adaptertest.IsGrant(x, "d", "next") {
+		t.Fatalf("wake after the dead head was purged = %+v, want next's grant", x)
 	}
 }
 
@@ -489,8 +499,8 @@ func TestTTLOnEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := e.keysOf(escapeForTest(e.prefix))
-	if len(all) != 5*len(ids)-1 {
-		t.Fatalf("keys = %v, want lock, q, dl, w, n for held ids and q, dl, w, n for the free one", all)
+	if len(all) != 5*len(ids)-3 {
+		t.Fatalf("keys = %v, want lock, q, dl, w, n for held ids and lock, n for the one handed off to B", all)
 	}
 	ks, _ := keys.New(e.prefix)
 	for key, pttl := range all {

@@ -134,9 +134,10 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend  = (*Backend)(nil)
-	_ backend.Batcher  = (*Backend)(nil)
-	_ backend.Resolver = (*Backend)(nil)
+	_ backend.Backend   = (*Backend)(nil)
+	_ backend.Batcher   = (*Backend)(nil)
+	_ backend.Resolver  = (*Backend)(nil)
+	_ backend.HandOffer = (*Backend)(nil)
 )
 
 // New builds a rueidis client from opts.ClientOption (through

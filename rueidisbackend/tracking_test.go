@@ -53,8 +53,8 @@ func TestInboxWakesOnlyTheHeadsProcess(t *testing.T) {
 	if err := p.Release(ctx, "x", "P"); err != nil {
 		t.Fatal(err)
 	}
-	if got := x1.Next(t); got != (backend.Wake{ID: "x", Token: "W1"}) {
-		t.Fatalf("the release woke W1's process with %+v, want {x W1}", got)
+	if got := x1.Next(t); !adaptertest.IsGrant(got, "x", "W1") {
+		t.Fatalf("the release woke W1's process with %+v, want W1's grant", got)
 	}
 	if g := mustAcquire(t, w1, req("x", "W1", true)); !g.Acquired {
 		t.Fatalf("W1 = %+v, want granted", g)
@@ -90,8 +90,8 @@ func TestOwnProcessWakes(t *testing.T) {
 	if err := w.Release(ctx, "x", "H"); err != nil {
 		t.Fatal(err)
 	}
-	if got := x.Next(t); got != (backend.Wake{ID: "x", Token: "Q"}) {
-		t.Fatalf("its own release woke %+v, want {x Q}", got)
+	if got := x.Next(t); !adaptertest.IsGrant(got, "x", "Q") {
+		t.Fatalf("its own release woke %+v, want Q's grant", got)
 	}
 	if err := w.Leave(ctx, "x", "Q"); err != nil {
 		t.Fatal(err)
@@ -250,8 +250,8 @@ func TestRecoversAfterOutage(t *testing.T) {
 			x.None(t, 3*quiet) // the outage: no wake-up while nothing would succeed
 			proxy.Refuse(false)
 			got := x.Next(t)
-			if mode == Tracking && got == (backend.Wake{ID: "x", Token: "W"}) {
-				// The release's message waited in the inbox key: the
+			if mode == Tracking && adaptertest.IsGrant(got, "x", "W") {
+				// The release's grant waited in the inbox key: the
 				// recovery drains it before it wakes everyone.
 				got = x.Next(t)
 			}

@@ -97,3 +97,10 @@ func InboxMsg(id, payload string) string {
 	enc := keys.Encode(id)
 	return strconv.Itoa(len(enc)) + ":" + enc + payload
 }
+
+// IsGrant reports whether x is the wake-up of a grant by hand-off of id to
+// token (backend.HandOffer).
+func IsGrant(x backend.Wake, id, token string) bool {
+	return x.ID == id && x.Token == token && x.Grant != nil && !x.All && x.HolderTTL == 0 &&
+		x.Grant.Fence > 0 && x.Grant.TTL > 0 && !x.Grant.StoreTime.IsZero()
+}

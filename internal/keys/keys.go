@@ -198,7 +198,7 @@ type ID struct {
 	Deadlines string // zset: waiter token -> deadline in ms of the server's clock
 	Counters  string // hash: "fence", "rel"; TTL: see SuffixCounters
 	Waiters   string // hash: waiter token -> "<lease TTL in ms>:<inbox>"
-	Channel   string // pub/sub channel of wake-ups; payload: ":" or "<holder's TTL in ms>:", then the head's token
+	Channel   string // pub/sub channel of wake-ups; payload: "g<fence>,<ttl ms>,<µs>:" (a hand-off), ":" or "<holder's TTL in ms>:", then the head's token
 }
 
 // For returns the key names of id. The six names share one allocation:

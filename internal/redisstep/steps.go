@@ -89,6 +89,12 @@ func (s *Steps) Prefix() string { return s.cfg.ks.Prefix() }
 // Resolution returns one millisecond: leases are set with PX.
 func (s *Steps) Resolution() time.Duration { return time.Millisecond }
 
+// HandsOff reports whether the core may take a grant by hand-off as it
+// comes (backend.HandOffer): the scripts always hand off, but with
+// WaitReplicas a waiter must learn of its grant from a step of its own,
+// which waits for the replicas to have it (a retried grant).
+func (s *Steps) HandsOff() bool { return s.cfg.WaitReplicas() == 0 }
+
 func (s *Steps) acquireCall(req backend.AcquireRequest) Call {
 	k, a := s.cfg.consts.AcquireTo(s.cfg.ks.For(req.ID), req, s.inboxAddress(req.ID))
 	return Call{Script: scripts.Acquire, Keys: k, Args: a}

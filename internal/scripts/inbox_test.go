@@ -47,15 +47,17 @@ func TestWakeGoesToTheInbox(t *testing.T) {
 
 	cs := NewConsts(100, 100, Classic)
 
-	// H releases: W's inbox channel carries "2:id" and ":W".
+	// H releases and hands off to W: W's inbox channel carries "2:id" and
+	// the grant "g<fence>,60000,<µs>:W"; X, the head now, is told through
+	// its inbox key: "2:id<ms>:X".
 	k, a := cs.Release(o.k, "H")
 	step(Release, k, a)
-	if m := next("H's release"); m.Channel != inboxCh || m.Payload != "2:id:W" {
-		t.Fatalf("H's release sent %q on %q, want \"2:id:W\" on the inbox channel", m.Payload, m.Channel)
+	if m := next("H's release"); m.Channel != inboxCh || !strings.HasPrefix(m.Payload, "2:idg") || !strings.Contains(m.Payload, ",60000,") || !strings.HasSuffix(m.Payload, ":W") {
+		t.Fatalf("H's release sent %q on %q, want \"2:idg<fence>,60000,<µs>:W\" on the inbox channel", m.Payload, m.Channel)
 	}
-
-	// W is granted with X behind it: X's inbox key gets "2:id<ms>:X".
-	o.acquire("W", true)
+	if g := o.acquireTTL("W", time.Minute, true); !g.Acquired {
+		t.Fatalf("W after the hand-off: %+v, want it holding", g)
+	}
 	msgs := o.c.LRange(ctx, inboxKey, 0, -1).Val()
 	if len(msgs) != 1 || !strings.HasPrefix(msgs[0], "2:id") || !strings.HasSuffix(msgs[0], ":X") || strings.HasPrefix(msgs[0], "2:id:") {
 		t.Fatalf("inbox key after W's grant = %q, want one \"2:id<ms>:X\"", msgs)
@@ -65,20 +67,24 @@ func TestWakeGoesToTheInbox(t *testing.T) {
 	}
 
 	// X's inbox key is of another type: W's release falls back to the id's
-	// channel, with the bare payload.
+	// channel, with the bare payload (the grant to X).
 	o.c.Del(ctx, inboxKey)
 	o.c.Set(ctx, inboxKey, "not a list", time.Minute)
 	k, a = cs.Release(o.k, "W")
 	step(Release, k, a)
-	if m := next("W's release"); m.Channel != o.k.Channel || m.Payload != ":X" {
-		t.Fatalf("W's release sent %q on %q, want \":X\" on the id's channel", m.Payload, m.Channel)
+	if m := next("W's release"); m.Channel != o.k.Channel || !strings.HasPrefix(m.Payload, "g") || !strings.HasSuffix(m.Payload, ":X") {
+		t.Fatalf("W's release sent %q on %q, want \"g...:X\" on the id's channel", m.Payload, m.Channel)
+	}
+	// Y, the head now and with no inbox, is told on the id's channel.
+	if m := next("W's release, to Y"); m.Channel != o.k.Channel || m.Payload != "60000:Y" {
+		t.Fatalf("W's release sent %q on %q, want \"60000:Y\" on the id's channel", m.Payload, m.Channel)
 	}
 
-	// X leaves the free lock: Y, with no inbox, is woken on the id's channel.
-	k, a = cs.Leave(o.k, "X")
-	step(Leave, k, a)
-	if m := next("X's leave"); m.Channel != o.k.Channel || m.Payload != ":Y" {
-		t.Fatalf("X's leave sent %q on %q, want \":Y\" on the id's channel", m.Payload, m.Channel)
+	// X releases: Y, with no inbox, is granted on the id's channel.
+	k, a = cs.Release(o.k, "X")
+	step(Release, k, a)
+	if m := next("X's release"); m.Channel != o.k.Channel || !strings.HasPrefix(m.Payload, "g") || !strings.HasSuffix(m.Payload, ":Y") {
+		t.Fatalf("X's release sent %q on %q, want \"g...:Y\" on the id's channel", m.Payload, m.Channel)
 	}
 	if m, err := sub.ReceiveTimeout(ctx, 100*time.Millisecond); err == nil {
 		t.Fatalf("an extra message: %v", m)

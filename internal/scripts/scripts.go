@@ -30,18 +30,23 @@
 //     of all the fence keys: when none exists, a free id is one SET NX PX
 //     and a new fence key.
 //   - release: compare-and-delete, mark the release in the fence key (so a
-//     resent release is answered as done), purge, wake the head.
+//     resent release is answered as done), purge, hand off to the head.
 //   - extend: compare-and-PEXPIRE, keep the fence key alive as long as the
 //     lease; never re-creates an expired lock.
 //   - leave: remove the token's entry, release the lock if the token holds
-//     it, purge, and wake the new head when the lock is free and the head
-//     changed or the lock was released.
+//     it, purge, and hand off to the head when the lock is free.
 //   - heartbeat: purge, refresh the deadlines of the listed waiters of one
-//     id that are still queued, report queued/ready, wake the head when the
-//     lock is free.
+//     id that are still queued, report queued/ready, hand off to the head
+//     when the lock is free.
 //
-// A wake-up's payload is ":" and the head's token; only the head is named.
-// It goes where the head's waiter record says its process listens (the
+// Direct hand-off (backend.HandOffer): every script that finds the lock
+// free with a live head queued grants it to the head in the same script
+// (SET PX with the lease TTL of the head's waiter record, the next fence,
+// the head's entry removed), and the head's wake-up carries the grant:
+// "g<fence>,<ttl ms>,<µs>:<token>", µs being the server's clock at the
+// grant. A head with no record (an older version's) is woken instead: its
+// payload is ":" and its token. Only the head is named. A wake-up
+// goes where the head's waiter record says its process listens (the
 // inbox the acquire call gave when it queued; see [InboxAddress]): PUBLISH
 // or SPUBLISH of its inbox channel, or RPUSH to its inbox key, as
 // "<n>:<tag><payload>" (tag: the hash tag of the id's keys, n its length).
@@ -213,17 +218,23 @@ func Millis(d time.Duration) string {
 	return strconv.FormatInt(int64(ms), 10)
 }
 
-// ParseAcquire turns acquire's reply into a Grant.
+// ParseAcquire turns acquire's reply into a Grant: 7 values, or 8 with
+// the server's clock in µs (Grant.StoreTime).
 func ParseAcquire(r []int64) (backend.Grant, error) {
-	if len(r) != 7 {
-		return backend.Grant{}, fmt.Errorf("scripts: acquire replied %d values, want 7", len(r))
+	if len(r) != 7 && len(r) != 8 {
+		return backend.Grant{}, fmt.Errorf("scripts: acquire replied %d values, want 7 or 8", len(r))
 	}
 	for _, v := range r {
 		if v < 0 {
 			return backend.Grant{}, fmt.Errorf("scripts: acquire replied a negative value: %v", r)
 		}
 	}
+	var at time.Time
+	if len(r) == 8 && r[7] > 0 {
+		at = time.UnixMicro(r[7])
+	}
 	return backend.Grant{
+		StoreTime: at,
 		Acquired:  r[0] == 1,
 		Fence:     uint64(r[1]),
 		TTL:       time.Duration(r[2]) * time.Millisecond,

@@ -27,6 +27,14 @@ func (o *opsScripts) acquireTTL(token string, ttl time.Duration, wait bool) back
 	return g
 }
 
+// legacy removes the waiter records of toks, as if they had queued with an
+// older version: no hand-off to them then, the step wakes them.
+func (o *opsScripts) legacy(toks ...string) {
+	if err := o.c.HDel(context.Background(), o.k.Waiters, toks...).Err(); err != nil {
+		o.t.Fatal(err)
+	}
+}
+
 // records returns the waiter records of the test's id.
 func (o *opsScripts) records() map[string]string {
 	return o.c.HGetAll(context.Background(), o.k.Waiters).Val()

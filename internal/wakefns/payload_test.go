@@ -29,3 +29,18 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// Parse reads a hand-off's grant, "g<fence>,<ttl ms>,<µs>:<token>", and
+// takes a malformed one for a bare token (which names no waiter).
+func TestParseGrant(t *testing.T) {
+	w := Parse("x", "g1700000000000001,1500,1700000000000000:a:b")
+	want := backend.HandOff{Fence: 1700000000000001, TTL: 1500 * time.Millisecond, StoreTime: time.UnixMicro(1700000000000000)}
+	if w.ID != "x" || w.Token != "a:b" || w.Grant == nil || *w.Grant != want {
+		t.Fatalf("Parse of a grant = %+v (grant %+v), want token a:b and %+v", w, w.Grant, want)
+	}
+	for _, p := range []string{"g1,2:T", "g1,2,3,4:T", "g0,2,3:T", "g1,+2,3:T", "g1,,3:T", "g1,2,x:T", "g1,99999999999999999,3:T"} {
+		if w := Parse("x", p); w.Grant != nil || w.Token != p {
+			t.Errorf("Parse(%q) = %+v, want the bare token %q and no grant", p, w, p)
+		}
+	}
+}

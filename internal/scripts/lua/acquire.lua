@@ -20,8 +20,9 @@
 --
 -- Reply: {acquired, fence, ttl, holder_ttl, queued, ticket, head}, all
 -- integers (0/1 for the flags, ms for the TTLs; holder_ttl is at least 1 when
--- the lock is held, 0 when it is free). Error replies: LOCKQUEUEFULL,
--- LOCKBADARG.
+-- the lock is held, 0 when it is free), and, when not acquired, an eighth:
+-- the server's clock in µs during the step (for a hand-off's validity).
+-- Error replies: LOCKQUEUEFULL, LOCKBADARG.
 local token = ARGV[1]
 if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
 local ttl = posint(2)

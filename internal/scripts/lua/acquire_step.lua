@@ -10,7 +10,8 @@
 -- The arguments are validated by the caller.
 --
 -- acquire_step returns {acquired, fence, ttl, holder_ttl, queued, ticket,
--- head} or, when the queue is full, nil and the number of waiters.
+-- head} (and, when not acquired, the server's clock in µs) or, when the
+-- queue is full, nil and the number of waiters.
 
 -- try_fast is the fast path, tried before acquire_step: with no queue key
 -- (no waiter, live or dead) and a free lock, it grants the lock and
@@ -75,6 +76,13 @@ local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiter
     end
   end
   local head = head_of(q)
+  if not holder and head and head ~= token and hand_off(lock, q, d, n, w, head, us, publish, channel, token) then
+    -- The free lock went to the live head ahead (a hand-off, which told
+    -- the next head): the requester is refused as for a held lock.
+    holder = head
+    head = head_of(q)
+    head_before = head
+  end
   if not holder and (not head or head == token) then
     if mine then unqueue(q, d, w, token) end
     local fence = next_fence(n, ttl, us)
@@ -117,5 +125,5 @@ local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiter
   end
   local is_head = 0
   if queued == 1 and head == token then is_head = 1 end
-  return {0, 0, 0, held_ttl, queued, ticket, is_head}
+  return {0, 0, 0, held_ttl, queued, ticket, is_head, us}
 end

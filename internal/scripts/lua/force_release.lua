@@ -35,6 +35,6 @@ end
 redis.call('DEL', lock)
 -- Fast path: no queue key, nobody to wake.
 if redis.call('EXISTS', q) == 0 then return 1 end
--- Wake a live head, not one that stopped heartbeating.
-wake_live_head(q, d, w, limit, publish, channel)
+-- Hand off to (or wake) a live head, not one that stopped heartbeating.
+wake_live_head(lock, q, d, counters, w, limit, publish, channel)
 return 1

@@ -1,11 +1,12 @@
 -- heartbeat: refresh the deadlines of the listed waiters of one id that are
 -- still queued (never re-adding one that is gone), purge expired waiters,
--- report per waiter, and wake the head if the lock is free, or tell a new
--- head the holder's TTL if the purge changed the head of a held lock
--- (backend checklist items 6 and 7).
+-- report per waiter, and hand the lock off to the live head if it is free
+-- (or wake the head), or tell a new head the holder's TTL if the purge
+-- changed the head of a held lock (backend checklist items 6 and 7,
+-- backend.HandOffer).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence (passed
--- but not used), KEYS[5] waiter records
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence (for a
+-- hand-off), KEYS[5] waiter records
 -- ARGV[1] waiter TTL in ms
 -- ARGV[2] purge limit
 -- ARGV[3] wake-up channel
@@ -24,8 +25,9 @@ for i = 5, #ARGV do
   if not valid_token(ARGV[i]) then return bad_arg('token', 'must be 1 to 128 bytes') end
 end
 
-local lock, q, d, w = KEYS[1], KEYS[2], KEYS[3], KEYS[5]
-local now = now_ms()
+local lock, q, d, n, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local us = now_us()
+local now = math.floor(us / 1000)
 local head_before = head_of(q)
 purge(q, d, w, now, limit)
 local out = {}
@@ -49,7 +51,11 @@ end
 if any then keep_queue(q, d, w, QUEUE_TTL_FACTOR * wttl) end
 local free = redis.call('EXISTS', lock) == 0
 local head = head_of(q)
-if free and head then
+if free and head and hand_off(lock, q, d, n, w, head, us, publish, channel) then
+  -- Granted by hand-off; a listed head stays reported queued (1): its
+  -- wake-up carries the grant.
+  free = false
+elseif free and head then
   for i = 5, #ARGV do
     if out[i - 4] == 1 and ARGV[i] == head then out[i - 4] = 3 end
   end

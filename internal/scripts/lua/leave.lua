@@ -1,10 +1,11 @@
 -- leave: remove the token's queue entry and release the lock if the token
--- holds it; wake the new head if the lock is then free, or tell it the
--- holder's TTL if the head changed while the lock is held. Idempotent
--- (backend checklist items 5 and 7).
+-- holds it; if the lock is then free, hand it off to the live head (or
+-- wake the new head), or tell it the holder's TTL if the head changed
+-- while the lock is held. Idempotent (backend checklist items 5 and 7,
+-- backend.HandOffer).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence (passed
--- but not used), KEYS[5] waiter records
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence (for a
+-- hand-off), KEYS[5] waiter records
 -- ARGV[1] token
 -- ARGV[2] purge limit
 -- ARGV[3] wake-up channel
@@ -17,7 +18,7 @@ if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes')
 local limit, channel, publish = wake_args(2)
 if not limit then return channel end -- the LOCKBADARG reply
 
-local lock, q, d, w = KEYS[1], KEYS[2], KEYS[3], KEYS[5]
+local lock, q, d, n, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local holder = redis.call('GET', lock)
 local head_before = head_of(q)
 local left = unqueue(q, d, w, token)
@@ -27,10 +28,12 @@ if holder == token then
   released = 1
   holder = false
 end
-purge(q, d, w, now_ms(), limit)
+local us = now_us()
+purge(q, d, w, math.floor(us / 1000), limit)
 local head = head_of(q)
 if not holder then
-  if head and (released == 1 or head ~= head_before) then
+  if head and not hand_off(lock, q, d, n, w, head, us, publish, channel)
+      and (released == 1 or head ~= head_before) then
     wake(publish, channel, w, head)
   end
 elseif head and head ~= head_before then

@@ -231,8 +231,14 @@ end
 -- (the one place that does; internal/wakefns parses it):
 --   ":<token>"  re-check now;
 --   "<holder_ttl>:<token>"  the token became the head while the lock is
---     held, and the lease ends in holder_ttl ms.
-local function wake_payload(head, holder_ttl)
+--     held, and the lease ends in holder_ttl ms;
+--   "g<fence>,<ttl>,<us>:<token>"  the step granted the lock to the token
+--     (a hand-off, grant = {fence, ttl, us}): its fence, its lease TTL in
+--     ms, and the server's clock in µs at the grant.
+local function wake_payload(head, holder_ttl, grant)
+  if grant then
+    return 'g' .. int(grant[1]) .. ',' .. int(grant[2]) .. ',' .. int(grant[3]) .. ':' .. head
+  end
   local ttl = ''
   if holder_ttl then ttl = int(holder_ttl) end
   return ttl .. ':' .. head
@@ -261,12 +267,36 @@ end
 -- least after an enqueue or a heartbeat: past every deadline they hold.
 local QUEUE_TTL_FACTOR = 3
 
--- wake_live_head purges the expired waiters (at most limit) and wakes the
--- head that is left, if any: a lock just freed goes to a live waiter.
-local function wake_live_head(q, d, w, limit, publish, channel)
-  purge(q, d, w, now_ms(), limit)
+-- hand_off grants the free lock to head, the head of the queue, in the
+-- step that found it free (direct hand-off), if head is live at us (the
+-- server's clock in µs) and its record holds the lease TTL it asked for.
+-- The grant is what acquire's is (SET PX, next_fence), and removes head's
+-- entry; head's wake-up carries it (see wake_payload), and the next head,
+-- unless it is self (the step's requester, told by its reply), is told
+-- the new lease's TTL. It returns true when it granted.
+local function hand_off(lock, q, d, n, w, head, us, publish, channel, self)
+  local ttl = waiter_get(w, head)
+  local deadline = tonumber(redis.call('ZSCORE', d, head))
+  if not ttl or not deadline or deadline <= math.floor(us / 1000) then return false end
+  local fence = next_fence(n, ttl, us)
+  redis.call('SET', lock, head, 'PX', int(ttl))
+  send(publish, channel, w, head, wake_payload(head, nil, {fence, ttl, us}))
+  unqueue(q, d, w, head)
+  local next = head_of(q)
+  if next and next ~= self then wake(publish, channel, w, next, ttl) end
+  return true
+end
+
+-- wake_live_head purges the expired waiters (at most limit) and hands the
+-- free lock off to the head that is left, if any, or wakes it (a head
+-- that cannot take a hand-off): a lock just freed goes to a live waiter.
+local function wake_live_head(lock, q, d, n, w, limit, publish, channel)
+  local us = now_us()
+  purge(q, d, w, math.floor(us / 1000), limit)
   local head = head_of(q)
-  if head then wake(publish, channel, w, head) end
+  if head and not hand_off(lock, q, d, n, w, head, us, publish, channel) then
+    wake(publish, channel, w, head)
+  end
 end
 
 -- keep_queue makes the queue keys (q, d and the records w) live at least

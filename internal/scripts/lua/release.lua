@@ -1,5 +1,5 @@
--- release: compare-and-delete of the lock, then wake the head
--- (backend checklist items 3 and 7).
+-- release: compare-and-delete of the lock, then hand it off to the live
+-- head, or wake it (backend checklist items 3 and 7, backend.HandOffer).
 --
 -- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence,
 -- KEYS[5] waiter records
@@ -35,6 +35,6 @@ end
 -- Fast path: no queue key, nobody to wake.
 if redis.call('EXISTS', q) == 0 then return 1 end
 -- [slow path]
--- Wake a live head, not one that stopped heartbeating.
-wake_live_head(q, d, w, limit, publish, channel)
+-- Hand off to (or wake) a live head, not one that stopped heartbeating.
+wake_live_head(lock, q, d, n, w, limit, publish, channel)
 return 1
