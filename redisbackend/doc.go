@@ -29,9 +29,13 @@
 //	                token of its last release (a resent         half hour of grants, and by an extend or
 //	                release is answered as the first one was)   grant of a longer lease
 //	wake    -       pub/sub channel of a waiter with no inbox   -
-//	                (an older version's); payload: ":<head's
-//	                token>" (re-check), or "<ms>:<head's token>"
-//	                (a new head of a lock held ms more: a timer)
+//	                (an older version's); payload:
+//	                "g<fence>,<ttl ms>,<µs>:<head's token>" (a
+//	                hand-off: the step granted the head the
+//	                lock; µs is the server's clock then),
+//	                ":<head's token>" (re-check), or "<ms>:<head's
+//	                token>" (a new head of a lock held ms more:
+//	                a timer)
 //
 // One more name per Backend, not per id: its inbox, "<prefix>inbox:<process>:"
 // (process: 16 random hex digits, new for every Backend), with a hash tag
@@ -75,8 +79,23 @@
 //
 //   - Acquire, Release, Extend, Leave: 1 command each. Uncontended
 //     Acquire + Release: 2 commands, also through lock.Locker.
-//   - A contended acquisition in steady state: its enqueue, the holder's
-//     Release and its grant: 3 commands.
+//   - A contended acquisition in steady state: its enqueue and the
+//     holder's Release, which grants the lock to the head in the same
+//     script (a direct hand-off, backend.HandOffer): 2 commands. The head's
+//     process hears the grant on its inbox and returns from Acquire with no
+//     command of its own.
+//
+// Direct hand-off: every script that finds the lock free with a live head
+// queued (release, leave, heartbeat, acquire, force release) sets the lock
+// to the head's token with the lease TTL of its record (w), takes the next
+// fence, removes the head's entry, and sends the grant to the head's inbox;
+// the next head is told the new lease's TTL. A head past its deadline is
+// purged, not granted. A head whose process died after its last heartbeat
+// may be granted: that lease ends at its TTL, and the next head, told that
+// TTL, takes the lock then, so it costs the queue that TTL at most. With
+// WaitReplicas, HandsOff reports false: the core then takes the grant's
+// message as a plain wake-up and runs a step (a retried grant), which waits
+// for the replicas before the lease is used.
 //   - Heartbeat: 1 command per id (all the waiters of one id share it), all
 //     ids pipelined in one round trip.
 //   - AcquireBatch: one acquire_many script per chunk of up to 64

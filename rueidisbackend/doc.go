@@ -41,9 +41,11 @@
 //     invalidation of the key makes the Backend drain it on a goroutine of
 //     its own (LPOP with a count, all written keys in one round trip) and
 //     deliver each message to the subscribers of the id it names, with
-//     the head's token: Wake{ID, Token} or, from a grant that leaves a new
-//     head, Wake{ID, Token, HolderTTL} (that head keeps a timer at the
-//     holder's TTL). Eight processes waiting on one id get one message per
+//     the head's token: Wake{ID, Token, Grant} for a direct hand-off (the
+//     step granted the lock to the head: backend.HandOffer), Wake{ID,
+//     Token} for a head of an older version, or, from a grant that leaves
+//     a new head, Wake{ID, Token, HolderTTL} (that head keeps a timer at
+//     the holder's TTL). Eight processes waiting on one id get one message per
 //     hand-off, not eight.
 //   - No missed wake-up: the message waits in the key until drained, so a
 //     wake-up sent before the waiter's process looked is still read.
@@ -104,7 +106,11 @@
 // "fence", the id's last fence, and "rel", the last release's token; an
 // hour, set by a grant about once per half hour of grants, and by an
 // extend or grant of a longer lease. wake: the pub/sub channel of a waiter
-// with no inbox (an older version's). Per Backend, not per id: its inbox,
+// with no inbox (an older version's). The payload of a wake-up, on an
+// inbox after "<n>:<enc(id)>" or on wake: "g<fence>,<ttl ms>,<µs>:<token>"
+// (a hand-off: the step granted the lock to the head; µs is the server's
+// clock then), ":<token>" (re-check) or "<ms>:<token>" (a new head of a
+// lock held ms more). Per Backend, not per id: its inbox,
 // "<prefix>inbox:<process>:", with "{<tag>}" (a hash tag of one slot)
 // appended per slot on Cluster in Tracking mode or with ShardedPubSub: a
 // channel in PubSub mode, a list key in Tracking mode that lives 60 s
@@ -123,10 +129,13 @@
 //
 //   - Acquire, Release, Extend, Leave: 1 command each. Uncontended
 //     Acquire + Release through lock.Locker: 2.
-//   - A contended acquisition in steady state: its enqueue, the holder's
-//     release and its grant: 3; in Tracking mode 4, with the drain of the
-//     inbox key (LPOP). A drain takes every message waiting in the key, so
-//     wake-ups that arrive together share one.
+//   - A contended acquisition in steady state: its enqueue and the
+//     holder's release, which grants the lock to the head in the same
+//     script (a direct hand-off, as in redisbackend's doc): 2; in Tracking
+//     mode 3, with the drain of the inbox key (LPOP). A drain takes every
+//     message waiting in the key, so wake-ups that arrive together (a
+//     grant and the next head's notice) share one. A grant to a head whose
+//     process died costs the queue that lease's TTL at most.
 //   - Heartbeat: 1 command per id, all in one round trip; an idle waiter
 //     sends nothing else (one batched round trip per WaiterTimeout/3).
 //   - AcquireBatch: one acquire_many script per chunk of up to 64
