@@ -19,20 +19,27 @@ func (e *env) skipNoHandOff() {
 	}
 }
 
+// holdAndQueue makes a new id held by another client (for longTTL), and
+// has w (s its spy) queue on it under ctx for ttl.
+func (e *env) holdAndQueue(ctx context.Context, w *lock.Locker, s *spy, ttl time.Duration) (id string, held *lock.Lease, p *pending) {
+	e.t.Helper()
+	la, _ := e.defaultLocker()
+	id = e.id()
+	held = e.mustAcquire(la, id, longTTL)
+	p = e.acquireAsync(ctx, w, id, ttl)
+	e.waitFor(prompt, "the waiter queued", func() bool { return s.queued(id) })
+	return id, held, p
+}
+
 // handoffGrant: a release to a queued head grants it in the release's step:
 // the head returns with no Acquire step of its own, with a fence above the
 // previous holder's, and a ValidUntil no later than the store's expiry.
 func handoffGrant(e *env) {
 	e.skipNoHandOff()
 	const ttl = 300 * time.Millisecond
-	la, _ := e.defaultLocker()
 	lw, sw := e.defaultLocker()
 	lb, _ := e.defaultLocker()
-	ctx := e.ctx(time.Minute)
-	id := e.id()
-	held := e.mustAcquire(la, id, longTTL)
-	p := e.acquireAsync(ctx, lw, id, ttl)
-	e.waitFor(prompt, "W queued", func() bool { return sw.queued(id) })
+	id, held, p := e.holdAndQueue(e.ctx(time.Minute), lw, sw, ttl)
 	steps := sw.acquiresOf(id)
 	released := time.Now()
 	e.mustRelease(held)
@@ -57,16 +64,12 @@ func handoffGrant(e *env) {
 // the Acquire returns ctx's error and the next waiter is granted at once.
 func handoffCancelledHead(e *env) {
 	e.skipNoHandOff()
-	la, _ := e.defaultLocker()
 	lw, sw := e.defaultLocker()
 	lx, sx := e.defaultLocker()
 	ctx := e.ctx(time.Minute)
-	id := e.id()
-	held := e.mustAcquire(la, id, longTTL)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pw := e.acquireAsync(wctx, lw, id, longTTL)
-	e.waitFor(prompt, "W queued", func() bool { return sw.queued(id) })
+	id, held, pw := e.holdAndQueue(wctx, lw, sw, longTTL)
 	tok, _ := sw.queuedToken(id)
 	px := e.acquireAsync(ctx, lx, id, longTTL)
 	e.waitFor(prompt, "X queued", func() bool { return sx.queued(id) })
@@ -90,14 +93,10 @@ func handoffDeadHead(e *env) {
 	e.skipNoHandOff()
 	const ttl = 300 * time.Millisecond
 	opts := lock.Options{WaiterTimeout: slowHeartbeats}
-	la, _ := e.defaultLocker()
 	ld, sd := e.locker(opts)
 	lx, sx := e.locker(opts)
 	ctx := e.ctx(time.Minute)
-	id := e.id()
-	held := e.mustAcquire(la, id, longTTL)
-	e.acquireAsync(ctx, ld, id, ttl)
-	e.waitFor(prompt, "D queued", func() bool { return sd.queued(id) })
+	id, held, _ := e.holdAndQueue(ctx, ld, sd, ttl)
 	px := e.acquireAsync(ctx, lx, id, longTTL)
 	e.waitFor(prompt, "X queued", func() bool { return sx.queued(id) })
 	sd.kill()
