@@ -257,10 +257,15 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 				break wait
 			case gm := <-grants:
 				// Granted by the step that freed the lock: no step of ours.
-				valid := handOffValidUntil(gm.h, pair, l.liveSince(w, time.Time{}), gm.recv)
+				// A grant from before our latest step is stale (that step
+				// found us queued: the lease was gone), and one with no
+				// usable validity is no use: a step tells the truth then
+				// (a retried grant reports the lease afresh).
+				valid := gm.recv
+				if fresh(gm.h, pair) {
+					valid = handOffValidUntil(gm.h, pair, l.liveSince(w, time.Time{}), gm.recv)
+				}
 				if !valid.After(gm.recv) {
-					// No usable validity: a step reports the lease afresh
-					// (a retried grant).
 					woke = l.obsNow() // observer.go
 					break wait
 				}

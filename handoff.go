@@ -27,9 +27,18 @@ type grantMsg struct {
 	recv time.Time
 }
 
+// fresh reports whether the grant h came after the step of pair, the
+// waiter's latest step that read the store's clock (which found it queued,
+// not holding). A grant from before it is stale: its lease was gone by
+// that step (expired, or released by a cleanup), though its message came
+// late (a stopped process, a slow inbox).
+func fresh(h backend.HandOff, pair clockPair) bool {
+	return !pair.store.IsZero() && h.StoreTime.After(pair.store)
+}
+
 // handOffValidUntil returns the ValidUntil of a lease granted by hand-off
-// h, received at recv: never past the store's expiry (S2). Two lower
-// bounds of the grant's local time are used, the later one wins:
+// h, received at recv, fresh by pair: never past the store's expiry (S2).
+// Two lower bounds of the grant's local time are used, the later one wins:
 //   - queued, the send time of the last step or heartbeat that found the
 //     waiter queued: the grant removed the entry after that step;
 //   - the grant's StoreTime mapped through pair (a step sent at pair.sent

@@ -75,3 +75,25 @@ func TestHandOffValidUntilBounds(t *testing.T) {
 		t.Errorf("with nothing known: ValidUntil %v, want recv %v", v, recv)
 	}
 }
+
+// TestHandOffFresh: a grant is used only when it came after the waiter's
+// latest step that read the store's clock; one from before it (its message
+// late, the waiter re-queued since) or with no such step is not.
+func TestHandOffFresh(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pair := clockPair{sent: t0, store: t0.Add(time.Hour)}
+	for _, c := range []struct {
+		at   time.Time
+		pair clockPair
+		want bool
+	}{
+		{t0.Add(time.Hour + time.Microsecond), pair, true},
+		{t0.Add(time.Hour), pair, false},
+		{t0.Add(time.Hour - time.Second), pair, false},
+		{t0.Add(2 * time.Hour), clockPair{}, false},
+	} {
+		if got := fresh(backend.HandOff{Fence: 1, TTL: time.Second, StoreTime: c.at}, c.pair); got != c.want {
+			t.Errorf("fresh(grant at %v, pair %v) = %v, want %v", c.at.Sub(t0), c.pair.store.Sub(t0), got, c.want)
+		}
+	}
+}

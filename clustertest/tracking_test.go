@@ -104,7 +104,7 @@ func TestTrackingOnCluster(t *testing.T) {
 		}
 		return ""
 	})
-	// A release on each master wakes exactly its id. (rueidis reports
+	// A release on each master hands off exactly its id. (rueidis reports
 	// the close of any tracking connection as "invalidate everything",
 	// also of one it closes itself: seen right after a cluster client
 	// starts. Each is a Wake{All}, a spare re-check; those are not
@@ -114,7 +114,7 @@ func TestTrackingOnCluster(t *testing.T) {
 		if err := holder.Release(ctx, id, "H"); err != nil {
 			t.Fatal(err)
 		}
-		w[id].NextMatching(t, "Wake{ID, Token} of "+id+" after its release", func(x backend.Wake) bool { return x == backend.Wake{ID: id, Token: "W"} })
+		w[id].NextMatching(t, "the grant by hand-off of "+id+" after its release", func(x backend.Wake) bool { return adaptertest.IsGrant(x, id, "W") })
 		for other := range w {
 			for _, x := range w[other].Drain() {
 				if other != id && !x.All {

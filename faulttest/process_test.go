@@ -27,8 +27,10 @@ func TestDeadWaiterPurgedWhenProcessStopped(t *testing.T) {
 		if err != nil || !r.Acquired {
 			t.Fatal(err)
 		}
-		// The child queues first.
-		c := e.startChild("waiter", map[string]string{envID: id, envTTL: "1m", envWaiter: waiterTimeout.String()})
+		// The child queues first. Its lease is short: the release hands the
+		// lock off to it while its entry lives, and that grant costs the
+		// queue its TTL.
+		c := e.startChild("waiter", map[string]string{envID: id, envTTL: waiterTimeout.String(), envWaiter: waiterTimeout.String()})
 		c.expect(t, "start", 10*time.Second)
 		eventually(t, 10*time.Second, "child waiter queued", func() bool { return e.queued(id) == 1 })
 		// Then a live waiter in this process (FIFO: it is second).
