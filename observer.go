@@ -41,7 +41,9 @@ const (
 	// not reported as EventAcquire; their steps are.
 	EventAcquire EventKind = iota + 1
 	// EventHandoff: a queued waiter was granted after a wake-up. Duration
-	// is the time from the wake-up reaching this process to the grant.
+	// is the time from the wake-up reaching this process to the grant (for
+	// a grant by hand-off, which the wake-up carries: to its delivery to
+	// the waiting call).
 	EventHandoff
 	// EventRelease: a lease was released. Duration is the hold time, from
 	// the moment its acquire was sent; Fence.
