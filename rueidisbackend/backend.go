@@ -161,8 +161,10 @@ func New(opts Options) (*Backend, error) {
 	}
 	if !o.DisableCache {
 		base := b.cfg.Keyspace().InboxBase(b.cfg.Process())
-		b.track = newTracker(base, b.inbox, o.OnInvalidations)
+		watch := newConnWatch()
+		b.track = newTracker(base, b.inbox, watch, o.OnInvalidations)
 		t := o
+		t.DialCtxFn = watch.dialer(o)
 		t.OnInvalidations = b.track.onInvalidations
 		t.ClientTrackingOptions = trackingOptions(base)
 		t.PipelineMultiplex = -1

@@ -58,7 +58,13 @@
 //     (which dials a new tracking connection) until the server answers,
 //     drains the inbox keys of its subscribed ids, and only then delivers
 //     Wake{ID, All: true} for every subscribed id, so that every waiter
-//     re-checks.
+//     re-checks. The Backend watches the client's connections (it wraps
+//     ClientOption's dialer, which it still calls) and leaves the Wake{All}
+//     out when no listener was lost: when each connection that closed had
+//     carried no command, or another connection to its node was tracking
+//     before it closed and still is. A cluster client closes such spare
+//     connections after its start-up; the drain delivers what the inboxes
+//     hold either way.
 //
 // What the inbox does not report is what pub/sub does not report either:
 // a lease that expires with no step (the head re-checks at the holder's

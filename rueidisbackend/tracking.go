@@ -29,17 +29,22 @@ import (
 // kept back (Redis 7.0 ignores NOLOOP for scripts in broadcasting mode),
 // so the Backend's own steps' wake-ups for its own waiters come too.
 //
-// A nil invalidation is rueidis telling that the connection is gone or the
+// A nil invalidation is rueidis telling that a connection is gone or the
 // server flushed everything. A connection that is gone is dialled again on
 // the next command, and a write while it was down told nobody. So the
 // tracker PINGs through the client until the server answers, drains every
 // inbox that serves a subscribed id, and only then delivers Wake{ID, All:
 // true} to every subscribed id, as the pub/sub mode does on
 // re-subscription. A re-check sent while the server is unreachable would
-// fail the waiting call instead.
+// fail the waiting call instead. The drain delivers what was written to
+// the inboxes meanwhile; the Wake{All} covers what the server lost. It is
+// left out when the connWatch shows that every connection that closed
+// listened for nothing, or that another connection to its node listened
+// all along (the spare connections a cluster client's start-up closes).
 type tracker struct {
 	base  string                       // every inbox key starts with it
 	inbox *wakefns.Inbox               // the Backend's: registrations, delivery
+	watch *connWatch                   // the client's connections; nil: every nil invalidation is a loss
 	user  func([]rueidis.RedisMessage) // the caller's own OnInvalidations, if any
 	ping  func(context.Context) error
 	drain func(context.Context, []string) ([][]string, error)
@@ -60,10 +65,10 @@ type tracker struct {
 // pingTimeout bounds one PING of the recovery, and one drain.
 const pingTimeout = 5 * time.Second
 
-func newTracker(base string, inbox *wakefns.Inbox, user func([]rueidis.RedisMessage)) *tracker {
+func newTracker(base string, inbox *wakefns.Inbox, watch *connWatch, user func([]rueidis.RedisMessage)) *tracker {
 	ctx, stop := context.WithCancel(context.Background())
 	return &tracker{
-		base: base, inbox: inbox, user: user,
+		base: base, inbox: inbox, watch: watch, user: user,
 		pending: make(map[string]bool),
 		kick:    make(chan struct{}, 1),
 		closing: make(chan struct{}),
@@ -193,7 +198,8 @@ func (t *tracker) lost() {
 }
 
 // recover PINGs until the server answers on a new connection, drains the
-// inboxes of the subscribed ids, then wakes every subscribed id with All.
+// inboxes of the subscribed ids, then wakes every subscribed id with All
+// if an invalidation may have been lost.
 func (t *tracker) recover() {
 	defer t.wg.Done()
 	delay := time.Duration(0)
@@ -220,7 +226,9 @@ func (t *tracker) recover() {
 		if err == nil && !t.again {
 			t.recovering = false
 			t.mu.Unlock()
-			t.inbox.Resubscribed("")
+			if t.watch == nil || t.watch.lost() {
+				t.inbox.Resubscribed("")
+			}
 			return
 		}
 		t.mu.Unlock()
