@@ -76,8 +76,9 @@
 //
 // Pub/sub is used with ClientOption.DisableCache, with NewWithClient, and
 // when rueidis reports rueidis.ErrNoCache while New builds the tracking
-// client (Redis < 6, or no RESP3, e.g. some proxies and managed services;
-// New then builds the client again with DisableCache). The scripts then
+// client (Redis < 6, or no RESP3, e.g. some proxies and managed services),
+// or when the server's INFO names a Redis older than 6.2 (New then builds
+// the client again with DisableCache). The scripts then
 // PUBLISH the head's wake-up on its process's inbox channel (named as the
 // inbox key above), which the Backend subscribes to on one dedicated
 // connection from the client's pool, and routes to each id's subscribers.
