@@ -229,7 +229,10 @@ func fifoOrder(e *env) {
 func tryAcquireFair(e *env) {
 	la, _ := e.defaultLocker()
 	lw, sw := e.defaultLocker()
-	ls, ss := e.locker(lock.Options{WaiterTimeout: 600 * time.Millisecond})
+	// Its wake-ups are lost: it finds the free lock by its heartbeat
+	// (every 800 ms). A heartbeat late by more than 1.6 s under load would
+	// let its entry be purged as dead, and the newcomer win fairly.
+	ls, ss := e.locker(lock.Options{WaiterTimeout: 2400 * time.Millisecond})
 	ss.dropWakes.Store(true)
 	ln, _ := e.defaultLocker()
 	ctx := e.ctx(time.Minute)
