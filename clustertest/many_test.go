@@ -159,7 +159,7 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 		}
 	}
 	t.Run("go-redis", func(t *testing.T) {
-		ks, _ := keys.New(prefix(t))
+		ks := testKeys(t)
 		cnt := pipelineCounter{mu: &sync.Mutex{}, n: map[string]int{}, cmds: map[string]int{}}
 		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: e.c.Addrs()})
 		client.OnNewNode(func(rdb *redis.Client) {
@@ -184,7 +184,7 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 		clear(cnt.n)
 		clear(cnt.cmds)
 		cnt.mu.Unlock()
-		ks2, _ := keys.New(prefix(t))
+		ks2 := testKeys(t)
 		b2, _ := redisbackend.New(client, &redisbackend.Options{Prefix: ks2.Prefix()})
 		l2, err := lock.New(b2, &lock.Options{BatchTick: time.Millisecond})
 		if err != nil {
@@ -210,7 +210,7 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 		releaseAll(t, leases)
 	})
 	t.Run("rueidis", func(t *testing.T) {
-		ks, _ := keys.New(prefix(t))
+		ks := testKeys(t)
 		cnt := &rueidisCounter{}
 		b, err := rueidisbackend.New(rueidisbackend.Options{
 			ClientOption: rueidis.ClientOption{InitAddress: e.c.Addrs()},
