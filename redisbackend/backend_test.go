@@ -92,12 +92,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
 	other, _ := e.backend(nil)
-	w := adaptertest.NewWakes()
-	cancel, err := other.Subscribe(ctx, "q", w.Fn) // the waiters' process
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	w := adaptertest.Subscribed(t, other, "q") // the waiters' process
 
 	mustAcquire(t, b, req("q", "A", false))
 	var tickets []uint64
@@ -214,12 +209,7 @@ func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
 func TestLeave(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
-	w := adaptertest.NewWakes()
-	cancel, err := b.Subscribe(ctx, "l", w.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	w := adaptertest.Subscribed(t, b, "l")
 	k := b.keyNames("l")
 
 	mustAcquire(t, b, req("l", "A", false))
@@ -238,16 +228,12 @@ func TestLeave(t *testing.T) {
 	if e.raw.Exists(ctx, k.Lock).Val() != 0 {
 		t.Fatal("Leave by the holder did not release the lock")
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "l", Token: "B"}) {
-		t.Fatalf("wake after the holder left = %+v, want {l B}", x)
-	}
+	w.Expect(t, "wake after the holder left", backend.Wake{ID: "l", Token: "B"})
 	// The head leaving while the lock is free wakes the next head.
 	if err := b.Leave(ctx, "l", "B"); err != nil {
 		t.Fatal(err)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "l", Token: "C"}) {
-		t.Fatalf("wake after the head left = %+v, want {l C}", x)
-	}
+	w.Expect(t, "wake after the head left", backend.Wake{ID: "l", Token: "C"})
 	if err := b.Leave(ctx, "l", "B"); err != nil {
 		t.Fatalf("second Leave: %v", err)
 	}
@@ -279,12 +265,7 @@ func escapeForTest(prefix string) string {
 func TestHeartbeat(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
-	w := adaptertest.NewWakes()
-	cancel, err := b.Subscribe(ctx, "h1", w.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	w := adaptertest.Subscribed(t, b, "h1")
 
 	mustAcquire(t, b, req("h1", "A", false))
 	mustAcquire(t, b, req("h1", "B", true))
@@ -323,9 +304,7 @@ func TestHeartbeat(t *testing.T) {
 	if res[0] != (backend.HeartbeatResult{Queued: true}) || res[1] != (backend.HeartbeatResult{Queued: true, Ready: true}) {
 		t.Fatalf("heartbeat with a free lock = %+v, want C queued, B queued and ready", res)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "h1", Token: "B"}) {
-		t.Fatalf("heartbeat wake = %+v, want {h1 B}", x)
-	}
+	w.Expect(t, "heartbeat wake", backend.Wake{ID: "h1", Token: "B"})
 	if res, err := b.Heartbeat(ctx, nil, time.Hour); err != nil || len(res) != 0 {
 		t.Fatalf("empty heartbeat = %v, %v", res, err)
 	}
@@ -407,12 +386,7 @@ func TestPurgeEveryExpiredWaiter(t *testing.T) {
 func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.backend(nil)
-	w := adaptertest.NewWakes()
-	cancel, err := b.Subscribe(ctx, "d", w.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	w := adaptertest.Subscribed(t, b, "d")
 	k := b.keyNames("d")
 	mustAcquire(t, b, req("d", "A", false))
 	dead := req("d", "dead", true)
@@ -424,9 +398,7 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	if err := b.Release(ctx, "d", "A"); err != nil {
 		t.Fatal(err)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "d", Token: "live"}) {
-		t.Fatalf("wake after release = %+v, want the live waiter, not the dead head", x)
-	}
+	w.Expect(t, "wake after release", backend.Wake{ID: "d", Token: "live"})
 
 	// Free lock, dead head: a newcomer's acquire purges it and wakes the
 	// next head.
@@ -440,9 +412,7 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	if g := mustAcquire(t, b, req("d", "newcomer", true)); g.Acquired || g.Head {
 		t.Fatalf("newcomer = %+v, want queued behind next", g)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "d", Token: "next"}) {
-		t.Fatalf("wake after the dead head was purged = %+v, want {d next}", x)
-	}
+	w.Expect(t, "wake after the dead head was purged", backend.Wake{ID: "d", Token: "next"})
 }
 
 func TestQueueFull(t *testing.T) {

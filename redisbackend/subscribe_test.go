@@ -118,9 +118,7 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	if a, b := w1.Next(t), w2.Next(t); a != (backend.Wake{ID: "x", Token: "T1"}) || b != a {
 		t.Fatalf("wakes of x = %+v, %+v", a, b)
 	}
-	if x := w3.Next(t); x != (backend.Wake{ID: "y", Token: "T2"}) {
-		t.Fatalf("wake of y = %+v", x)
-	}
+	w3.Expect(t, "wake of y", backend.Wake{ID: "y", Token: "T2"})
 	c1()
 	c1() // idempotent
 	e.raw.Publish(ctx, inbox, adaptertest.InboxMsg("x", ":T3"))
@@ -161,9 +159,7 @@ func TestSubscribeGivenUpBeforeConfirmation(t *testing.T) {
 	}
 	defer c()
 	e.raw.Publish(ctx, ch, "again")
-	if x := w.Next(t); x != (backend.Wake{ID: "g", Token: "again"}) {
-		t.Fatalf("wake after resubscribing = %+v", x)
-	}
+	w.Expect(t, "wake after resubscribing", backend.Wake{ID: "g", Token: "again"})
 }
 
 // TestReconnectWakesAll: when the pub/sub connection drops, go-redis
@@ -187,16 +183,10 @@ func TestReconnectWakesAll(t *testing.T) {
 	if n, err := e.raw.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n != 1 {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want the backend's one connection", n, err)
 	}
-	if x := wa.Next(t); x != (backend.Wake{ID: "ra", All: true}) {
-		t.Fatalf("wake of ra after reconnect = %+v, want All", x)
-	}
-	if x := wb.Next(t); x != (backend.Wake{ID: "rb", All: true}) {
-		t.Fatalf("wake of rb after reconnect = %+v, want All", x)
-	}
+	wa.Expect(t, "wake of ra after reconnect", backend.Wake{ID: "ra", All: true})
+	wb.Expect(t, "wake of rb after reconnect", backend.Wake{ID: "rb", All: true})
 	e.raw.Publish(ctx, b.Inbox("ra"), adaptertest.InboxMsg("ra", ":after"))
-	if x := wa.Next(t); x != (backend.Wake{ID: "ra", Token: "after"}) {
-		t.Fatalf("wake after reconnect = %+v", x)
-	}
+	wa.Expect(t, "wake after reconnect", backend.Wake{ID: "ra", Token: "after"})
 }
 
 // TestCloseLeavesNoGoroutine: Close ends the receive goroutine and
