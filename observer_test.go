@@ -366,22 +366,3 @@ func TestObserverFuncAndNames(t *testing.T) {
 		t.Fatal("StepFailed misclassifies")
 	}
 }
-
-// BenchmarkLockerAcquireReleaseObserved is BenchmarkLockerAcquireRelease
-// with an Observer that does nothing: the cost of the events and of the
-// step wrapper.
-func BenchmarkLockerAcquireReleaseObserved(b *testing.B) {
-	ctx := context.Background()
-	l := mustLocker(must(memorybackend.New(nil)), &lock.Options{Observer: lock.ObserverFunc(func(lock.Event) {})})
-	defer l.Close()
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		res, err := l.Acquire(ctx, "bench", time.Minute)
-		if err != nil || !res.Acquired {
-			b.Fatal(res, err)
-		}
-		if err := res.Lease.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
