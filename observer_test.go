@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -69,8 +67,6 @@ func (r *recorder) await(t *testing.T, what string, k lock.EventKind, match func
 }
 
 func forID(id string) func(lock.Event) bool { return func(e lock.Event) bool { return e.ID == id } }
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func newObserved(t *testing.T, b backend.Backend, o lock.Options) (*lock.Locker, *recorder) {
 	rec := newRecorder()
