@@ -28,6 +28,11 @@ func testKeys(t testing.TB) keys.Keyspace {
 	return ks
 }
 
+// sharedCluster is the shared cluster, as a harness's target.
+func sharedCluster(t *testing.T) redisharness.Target {
+	return redisharness.Cluster(rediscluster.Shared(t).Addrs())
+}
+
 // clusterEnv is one test's view of the shared cluster: a raw cluster
 // client and the slot owners.
 type clusterEnv struct {
