@@ -16,6 +16,7 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/rediscluster"
+	"github.com/redislocker/lock/internal/redistest"
 	"github.com/redislocker/lock/internal/scripts"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
@@ -101,13 +102,7 @@ func (e *clusterEnv) evalshaCalls() map[string]int64 {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		for _, line := range strings.Split(info.(string), "\n") {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
-				var n int64
-				fmt.Sscanf(rest, "%d", &n)
-				out[m] = n
-			}
-		}
+		out[m] = redistest.CommandStat(e.t, info.(string), "evalsha", "calls")
 	}
 	return out
 }

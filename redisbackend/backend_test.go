@@ -59,8 +59,7 @@ func TestNewOptions(t *testing.T) {
 }
 
 func TestAcquireFreeAndRetry(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	g := mustAcquire(t, b, req("a", "A", false))
 	if !g.Acquired || g.Fence == 0 || g.TTL != 10*time.Second || g.Queued {
 		t.Fatalf("first grant = %+v, want acquired, a fence, ttl 10s", g)
@@ -89,8 +88,7 @@ func TestAcquireFreeAndRetry(t *testing.T) {
 }
 
 func TestFairTryAcquireAndQueueOrder(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	other, _ := e.backend(nil)
 	w := adaptertest.Subscribed(t, other, "q") // the waiters' process
 
@@ -146,8 +144,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 }
 
 func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	k := b.keyNames("r")
 	first := mustAcquire(t, b, req("r", "A", false))
 	if err := b.Release(ctx, "r", "B"); !errors.Is(err, backend.ErrNotHeld) {
@@ -207,8 +204,7 @@ func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
 }
 
 func TestLeave(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	w := adaptertest.Subscribed(t, b, "l")
 	k := b.keyNames("l")
 
@@ -263,8 +259,7 @@ func escapeForTest(prefix string) string {
 }
 
 func TestHeartbeat(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	w := adaptertest.Subscribed(t, b, "h1")
 
 	mustAcquire(t, b, req("h1", "A", false))
@@ -384,8 +379,7 @@ func TestPurgeEveryExpiredWaiter(t *testing.T) {
 // TestDeadHeadIsPurgedAndNextWoken: when a release or an acquire finds the
 // head dead, the next live waiter is woken, not the dead one.
 func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	w := adaptertest.Subscribed(t, b, "d")
 	k := b.keyNames("d")
 	mustAcquire(t, b, req("d", "A", false))
@@ -448,8 +442,7 @@ func TestQueueFull(t *testing.T) {
 // in (the fence key at most an hour), and an id that is done leaves only
 // its fence key.
 func TestTTLOnEveryKey(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	ids := []string{"held", "queued", "a{b}c", "%7B", "x:y}:lock"}
 	for _, id := range ids {
 		mustAcquire(t, b, req(id, "A", false))

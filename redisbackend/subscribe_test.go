@@ -32,14 +32,7 @@ func (e *env) commandCalls(cmd string) int64 {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
-			var n int64
-			fmt.Sscanf(rest, "%d", &n)
-			return n
-		}
-	}
-	return 0
+	return redistest.CommandStat(e.t, info, cmd, "calls")
 }
 
 // TestSubscribeIsConfirmed: a message published by another client right
@@ -140,8 +133,7 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 // before the confirmation leaves nothing subscribed, and the id can be
 // subscribed again.
 func TestSubscribeGivenUpBeforeConfirmation(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	ch := b.keyNames("g").Channel
 	for range 20 {
 		cctx, cancel := context.WithCancel(ctx)
@@ -192,8 +184,7 @@ func TestReconnectWakesAll(t *testing.T) {
 // TestCloseLeavesNoGoroutine: Close ends the receive goroutine and
 // go-redis's pub/sub goroutines, and ends a pending Subscribe.
 func TestCloseLeavesNoGoroutine(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	_, b := newEnvBackend(t)
 	if _, err := b.Subscribe(ctx, "c", func(backend.Wake) {}); err != nil {
 		t.Fatal(err)
 	}
