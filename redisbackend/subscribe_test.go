@@ -43,11 +43,7 @@ func TestSubscribeIsConfirmed(t *testing.T) {
 	for i := range 20 {
 		b, _ := e.backend(nil)
 		id := fmt.Sprintf("s%d", i)
-		w := adaptertest.NewWakes()
-		cancel, err := b.Subscribe(ctx, id, w.Fn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w, cancel := adaptertest.Subscribe(t, b, id)
 		if n := e.raw.Publish(ctx, b.Inbox(id), adaptertest.InboxMsg(id, ":tok")).Val(); n != 1 {
 			t.Fatalf("round %d: PUBLISH right after Subscribe reached %d subscribers, want 1", i, n)
 		}
@@ -80,19 +76,9 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 		return n
 	}
 	subs := e.commandCalls("subscribe")
-	w1, w2, w3 := adaptertest.NewWakes(), adaptertest.NewWakes(), adaptertest.NewWakes()
-	c1, err := b.Subscribe(ctx, "x", w1.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2, err := b.Subscribe(ctx, "x", w2.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c3, err := b.Subscribe(ctx, "y", w3.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w1, c1 := adaptertest.Subscribe(t, b, "x")
+	w2, c2 := adaptertest.Subscribe(t, b, "x")
+	w3, c3 := adaptertest.Subscribe(t, b, "y")
 	if got := e.commandCalls("subscribe") - subs; got != 1 {
 		t.Fatalf("three Subscribes of two ids sent %d SUBSCRIBE commands, want 1 (the inbox's)", got)
 	}
@@ -161,16 +147,9 @@ func TestReconnectWakesAll(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnvAt(t, srv.Addr)
 	b, _ := e.backend(nil)
-	wa, wb := adaptertest.NewWakes(), adaptertest.NewWakes()
-	ca, err := b.Subscribe(ctx, "ra", wa.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wa, ca := adaptertest.Subscribe(t, b, "ra")
 	defer ca()
-	cb, err := b.Subscribe(ctx, "rb", wb.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wb, cb := adaptertest.Subscribe(t, b, "rb")
 	defer cb()
 	if n, err := e.raw.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n != 1 {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want the backend's one connection", n, err)

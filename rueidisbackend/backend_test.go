@@ -175,22 +175,12 @@ func TestPubSubSubscriptions(t *testing.T) {
 		n, _ := v[1].AsInt64()
 		return n
 	}
-	w1, w2, w3 := adaptertest.NewWakes(), adaptertest.NewWakes(), adaptertest.NewWakes()
-	c1, err := b.Subscribe(ctx, "s", w1.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w1, c1 := adaptertest.Subscribe(t, b, "s")
 	if numsub(ch) != 1 {
 		t.Fatal("Subscribe returned before the server had the subscription")
 	}
-	c2, err := b.Subscribe(ctx, "s", w2.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c3, err := b.Subscribe(ctx, "t", w3.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w2, c2 := adaptertest.Subscribe(t, b, "s")
+	w3, c3 := adaptertest.Subscribe(t, b, "t")
 	if subs := c.takeSubs(); !slices.Equal(subs, []string{"subscribe"}) {
 		t.Fatalf("three Subscribes of two ids sent %v, want one SUBSCRIBE (the inbox's)", subs)
 	}

@@ -17,15 +17,22 @@ type Wakes struct{ ch chan backend.Wake }
 // NewWakes returns an empty collector.
 func NewWakes() *Wakes { return &Wakes{ch: make(chan backend.Wake, 1000)} }
 
-// Subscribed subscribes a new collector to id on b, failing t on an
-// error; the subscription is cancelled when t ends.
-func Subscribed(t testing.TB, b backend.Backend, id string) *Wakes {
+// Subscribe subscribes a new collector to id on b, failing t on an error,
+// and returns it and the subscription's cancel.
+func Subscribe(t testing.TB, b backend.Backend, id string) (*Wakes, func()) {
 	t.Helper()
 	w := NewWakes()
 	cancel, err := b.Subscribe(context.Background(), id, w.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w, cancel
+}
+
+// Subscribed is Subscribe with the subscription cancelled when t ends.
+func Subscribed(t testing.TB, b backend.Backend, id string) *Wakes {
+	t.Helper()
+	w, cancel := Subscribe(t, b, id)
 	t.Cleanup(cancel)
 	return w
 }
