@@ -36,13 +36,16 @@ func wakeOnRelease(e *env) {
 	e.mustRelease(res.Lease)
 }
 
+// fallbackWT is the WaiterTimeout of the properties that wait for the
+// heartbeat (every third of it) to find what no wake-up told.
+const fallbackWT = 600 * time.Millisecond
+
 // L1. Without a notification a free lock is still noticed: (a) the
 // wake-ups are lost: the heartbeat finds the lock free; (b) the holder's
 // lease expires, which publishes nothing: the holder-TTL timer (and, with
 // an Expirer, the heartbeat) finds it.
 func noLostWakeup(e *env) {
-	const wt = 600 * time.Millisecond
-	hb := wt / 3
+	const wt, hb = fallbackWT, fallbackWT / 3
 	la, _ := e.defaultLocker()
 	ctx := e.ctx(time.Minute)
 
@@ -270,8 +273,7 @@ func tryAcquireFair(e *env) {
 // of a live one; after the release, the live one acquires within
 // WaiterTimeout plus two heartbeats, not at the queue timeout.
 func deadWaiterPurge(e *env) {
-	const wt = 600 * time.Millisecond
-	hb := wt / 3
+	const wt, hb = fallbackWT, fallbackWT / 3
 	la, _ := e.defaultLocker()
 	ctx := e.ctx(time.Minute)
 	id := e.id()

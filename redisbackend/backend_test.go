@@ -59,8 +59,7 @@ func TestNewOptions(t *testing.T) {
 }
 
 func TestAcquireFreeAndRetry(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	g := mustAcquire(t, b, req("a", "A", false))
 	if !g.Acquired || g.Fence == 0 || g.TTL != 10*time.Second || g.Queued {
 		t.Fatalf("first grant = %+v, want acquired, a fence, ttl 10s", g)
@@ -89,15 +88,9 @@ func TestAcquireFreeAndRetry(t *testing.T) {
 }
 
 func TestFairTryAcquireAndQueueOrder(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	other, _ := e.backend(nil)
-	w := adaptertest.NewWakes()
-	cancel, err := other.Subscribe(ctx, "q", w.Fn) // the waiters' process
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	w := adaptertest.Subscribed(t, other, "q") // the waiters' process
 
 	mustAcquire(t, b, req("q", "A", false))
 	var tickets []uint64
@@ -151,8 +144,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 }
 
 func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	k := b.keyNames("r")
 	first := mustAcquire(t, b, req("r", "A", false))
 	if err := b.Release(ctx, "r", "B"); !errors.Is(err, backend.ErrNotHeld) {
@@ -212,14 +204,8 @@ func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
 }
 
 func TestLeave(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
-	w := adaptertest.NewWakes()
-	cancel, err := b.Subscribe(ctx, "l", w.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	e, b := newEnvBackend(t)
+	w := adaptertest.Subscribed(t, b, "l")
 	k := b.keyNames("l")
 
 	mustAcquire(t, b, req("l", "A", false))
@@ -238,16 +224,12 @@ func TestLeave(t *testing.T) {
 	if e.raw.Exists(ctx, k.Lock).Val() != 0 {
 		t.Fatal("Leave by the holder did not release the lock")
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "l", Token: "B"}) {
-		t.Fatalf("wake after the holder left = %+v, want {l B}", x)
-	}
+	w.Expect(t, "wake after the holder left", backend.Wake{ID: "l", Token: "B"})
 	// The head leaving while the lock is free wakes the next head.
 	if err := b.Leave(ctx, "l", "B"); err != nil {
 		t.Fatal(err)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "l", Token: "C"}) {
-		t.Fatalf("wake after the head left = %+v, want {l C}", x)
-	}
+	w.Expect(t, "wake after the head left", backend.Wake{ID: "l", Token: "C"})
 	if err := b.Leave(ctx, "l", "B"); err != nil {
 		t.Fatalf("second Leave: %v", err)
 	}
@@ -277,14 +259,8 @@ func escapeForTest(prefix string) string {
 }
 
 func TestHeartbeat(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
-	w := adaptertest.NewWakes()
-	cancel, err := b.Subscribe(ctx, "h1", w.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	e, b := newEnvBackend(t)
+	w := adaptertest.Subscribed(t, b, "h1")
 
 	mustAcquire(t, b, req("h1", "A", false))
 	mustAcquire(t, b, req("h1", "B", true))
@@ -323,9 +299,7 @@ func TestHeartbeat(t *testing.T) {
 	if res[0] != (backend.HeartbeatResult{Queued: true}) || res[1] != (backend.HeartbeatResult{Queued: true, Ready: true}) {
 		t.Fatalf("heartbeat with a free lock = %+v, want C queued, B queued and ready", res)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "h1", Token: "B"}) {
-		t.Fatalf("heartbeat wake = %+v, want {h1 B}", x)
-	}
+	w.Expect(t, "heartbeat wake", backend.Wake{ID: "h1", Token: "B"})
 	if res, err := b.Heartbeat(ctx, nil, time.Hour); err != nil || len(res) != 0 {
 		t.Fatalf("empty heartbeat = %v, %v", res, err)
 	}
@@ -405,14 +379,8 @@ func TestPurgeEveryExpiredWaiter(t *testing.T) {
 // TestDeadHeadIsPurgedAndNextWoken: when a release or an acquire finds the
 // head dead, the next live waiter is woken, not the dead one.
 func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
-	w := adaptertest.NewWakes()
-	cancel, err := b.Subscribe(ctx, "d", w.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	e, b := newEnvBackend(t)
+	w := adaptertest.Subscribed(t, b, "d")
 	k := b.keyNames("d")
 	mustAcquire(t, b, req("d", "A", false))
 	dead := req("d", "dead", true)
@@ -424,9 +392,7 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	if err := b.Release(ctx, "d", "A"); err != nil {
 		t.Fatal(err)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "d", Token: "live"}) {
-		t.Fatalf("wake after release = %+v, want the live waiter, not the dead head", x)
-	}
+	w.Expect(t, "wake after release", backend.Wake{ID: "d", Token: "live"})
 
 	// Free lock, dead head: a newcomer's acquire purges it and wakes the
 	// next head.
@@ -440,9 +406,7 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	if g := mustAcquire(t, b, req("d", "newcomer", true)); g.Acquired || g.Head {
 		t.Fatalf("newcomer = %+v, want queued behind next", g)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "d", Token: "next"}) {
-		t.Fatalf("wake after the dead head was purged = %+v, want {d next}", x)
-	}
+	w.Expect(t, "wake after the dead head was purged", backend.Wake{ID: "d", Token: "next"})
 }
 
 func TestQueueFull(t *testing.T) {
@@ -478,8 +442,7 @@ func TestQueueFull(t *testing.T) {
 // in (the fence key at most an hour), and an id that is done leaves only
 // its fence key.
 func TestTTLOnEveryKey(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	ids := []string{"held", "queued", "a{b}c", "%7B", "x:y}:lock"}
 	for _, id := range ids {
 		mustAcquire(t, b, req(id, "A", false))

@@ -35,18 +35,14 @@ func TestShardedOnOneServer(t *testing.T) {
 	if err := holder.Release(ctx, "h", "H"); err != nil {
 		t.Fatal(err)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "h", Token: "W"}) {
-		t.Fatalf("wake after the release = %+v, want the head's token", x)
-	}
+	w.Expect(t, "wake after the release", backend.Wake{ID: "h", Token: "W"})
 	if n, _ := e.do("PUBSUB", "SHARDNUMSUB", ch).ToArray(); len(n) != 2 {
 		t.Fatalf("PUBSUB SHARDNUMSUB = %v", n)
 	} else if v, _ := n[1].AsInt64(); v != 1 {
 		t.Fatalf("PUBSUB SHARDNUMSUB = %d, want the Backend's one", v)
 	}
 	e.do("CLIENT", "KILL", "TYPE", "pubsub")
-	if x := w.Next(t); x != (backend.Wake{ID: "h", All: true}) {
-		t.Fatalf("wake after the reconnect = %+v, want All", x)
-	}
+	w.Expect(t, "wake after the reconnect", backend.Wake{ID: "h", All: true})
 	if err := waiter.Leave(ctx, "h", "W"); err != nil {
 		t.Fatal(err)
 	}

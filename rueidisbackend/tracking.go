@@ -56,9 +56,7 @@ type tracker struct {
 	recovering bool // a recover goroutine runs
 	again      bool // another nil invalidation came while it ran
 	kick       chan struct{}
-	closing    chan struct{}
-	ctx        context.Context // cancelled by close; bounds the commands
-	stop       context.CancelFunc
+	life       wakefns.Life   // ends at close; bounds the commands
 	wg         sync.WaitGroup // the drain and recover goroutines
 }
 
@@ -66,13 +64,11 @@ type tracker struct {
 const pingTimeout = 5 * time.Second
 
 func newTracker(base string, inbox *wakefns.Inbox, watch *connWatch, user func([]rueidis.RedisMessage)) *tracker {
-	ctx, stop := context.WithCancel(context.Background())
 	return &tracker{
 		base: base, inbox: inbox, watch: watch, user: user,
 		pending: make(map[string]bool),
 		kick:    make(chan struct{}, 1),
-		closing: make(chan struct{}),
-		ctx:     ctx, stop: stop,
+		life:    wakefns.NewLife(),
 	}
 }
 
@@ -133,7 +129,7 @@ func (t *tracker) drainLoop() {
 	delay := time.Duration(0)
 	for {
 		select {
-		case <-t.closing:
+		case <-t.life.Done():
 			return
 		case <-t.kick:
 		}
@@ -156,8 +152,8 @@ func (t *tracker) drainLoop() {
 			t.pending[k] = true
 		}
 		t.mu.Unlock()
-		delay = min(max(2*delay, minRedial), maxRedial)
-		if !t.sleep(delay) {
+		delay = wakefns.NextDelay(delay)
+		if !wakefns.Sleep(t.life.Done(), delay) {
 			return
 		}
 		select {
@@ -169,7 +165,7 @@ func (t *tracker) drainLoop() {
 
 // drainNow drains keys and delivers their messages.
 func (t *tracker) drainNow(keys []string) error {
-	ctx, cancel := context.WithTimeout(t.ctx, pingTimeout)
+	ctx, cancel := context.WithTimeout(t.life.Ctx(), pingTimeout)
 	msgs, err := t.drain(ctx, keys)
 	cancel()
 	for _, ms := range msgs {
@@ -204,13 +200,13 @@ func (t *tracker) recover() {
 	defer t.wg.Done()
 	delay := time.Duration(0)
 	for {
-		if delay > 0 && !t.sleep(delay) {
+		if delay > 0 && !wakefns.Sleep(t.life.Done(), delay) {
 			return
 		}
 		t.mu.Lock()
 		t.again = false
 		t.mu.Unlock()
-		ctx, cancel := context.WithTimeout(t.ctx, pingTimeout)
+		ctx, cancel := context.WithTimeout(t.life.Ctx(), pingTimeout)
 		err := t.ping(ctx)
 		cancel()
 		if err == nil {
@@ -232,26 +228,11 @@ func (t *tracker) recover() {
 			return
 		}
 		t.mu.Unlock()
-		switch {
-		case err == nil:
+		if err == nil {
 			delay = 0 // lost again meanwhile: ping again at once
-		case delay < minRedial:
-			delay = minRedial
-		default:
-			delay = min(2*delay, maxRedial)
+		} else {
+			delay = wakefns.NextDelay(delay)
 		}
-	}
-}
-
-// sleep waits d and reports true, or false as soon as the tracker closes.
-func (t *tracker) sleep(d time.Duration) bool {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-t.closing:
-		return false
-	case <-tm.C:
-		return true
 	}
 }
 
@@ -260,8 +241,7 @@ func (t *tracker) close() {
 	t.mu.Lock()
 	if !t.closed {
 		t.closed = true
-		close(t.closing)
-		t.stop()
+		t.life.End()
 	}
 	t.mu.Unlock()
 	t.wg.Wait()

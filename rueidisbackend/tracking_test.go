@@ -53,9 +53,7 @@ func TestInboxWakesOnlyTheHeadsProcess(t *testing.T) {
 	if err := p.Release(ctx, "x", "P"); err != nil {
 		t.Fatal(err)
 	}
-	if got := x1.Next(t); got != (backend.Wake{ID: "x", Token: "W1"}) {
-		t.Fatalf("the release woke W1's process with %+v, want {x W1}", got)
-	}
+	x1.Expect(t, "the release, in W1's process", backend.Wake{ID: "x", Token: "W1"})
 	if g := mustAcquire(t, w1, req("x", "W1", true)); !g.Acquired {
 		t.Fatalf("W1 = %+v, want granted", g)
 	}
@@ -77,12 +75,7 @@ func TestInboxWakesOnlyTheHeadsProcess(t *testing.T) {
 func TestOwnProcessWakes(t *testing.T) {
 	e := newEnv(t)
 	w, _ := e.backend(Tracking, nil)
-	x := adaptertest.NewWakes()
-	cancel, err := w.Subscribe(ctx, "x", x.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	x := adaptertest.Subscribed(t, w, "x")
 	mustAcquire(t, w, req("x", "H", false))
 	if g := mustAcquire(t, w, req("x", "Q", true)); !g.Queued {
 		t.Fatalf("Q = %+v, want queued", g)
@@ -90,9 +83,7 @@ func TestOwnProcessWakes(t *testing.T) {
 	if err := w.Release(ctx, "x", "H"); err != nil {
 		t.Fatal(err)
 	}
-	if got := x.Next(t); got != (backend.Wake{ID: "x", Token: "Q"}) {
-		t.Fatalf("its own release woke %+v, want {x Q}", got)
-	}
+	x.Expect(t, "its own release", backend.Wake{ID: "x", Token: "Q"})
 	if err := w.Leave(ctx, "x", "Q"); err != nil {
 		t.Fatal(err)
 	}
@@ -208,17 +199,10 @@ func (e *env) namedOption(name string) rueidis.ClientOption {
 func TestFlushAllWakesAll(t *testing.T) {
 	e := newEnvAt(t, redistest.Start(t).Addr)
 	w, _ := e.backend(Tracking, nil)
-	x := adaptertest.NewWakes()
-	cancel, err := w.Subscribe(ctx, "x", x.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	x := adaptertest.Subscribed(t, w, "x")
 	mustAcquire(t, w, req("x", "W", true)) // any read tracks something
 	e.do("FLUSHALL")
-	if got := x.Next(t); got != (backend.Wake{ID: "x", All: true}) {
-		t.Fatalf("FLUSHALL woke %+v, want {ID: x, All: true}", got)
-	}
+	x.Expect(t, "FLUSHALL", backend.Wake{ID: "x", All: true})
 }
 
 // TestRecoversAfterOutage: the backend's connections are cut and new ones
@@ -234,12 +218,7 @@ func TestRecoversAfterOutage(t *testing.T) {
 			co := e.clientOption()
 			co.InitAddress = []string{proxy.Addr()}
 			w, _ := e.backend(mode, &Options{ClientOption: co})
-			x := adaptertest.NewWakes()
-			cancel, err := w.Subscribe(ctx, "x", x.Fn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cancel()
+			x := adaptertest.Subscribed(t, w, "x")
 			mustAcquire(t, p, req("x", "P", false))
 			mustAcquire(t, w, req("x", "W", true))
 			proxy.Refuse(true)

@@ -40,7 +40,7 @@ func subscribed(t *testing.T, c *redis.Client, channels ...string) (*redis.PubSu
 // (":<token>"); an enqueue behind a head, and a grant with nobody left,
 // publish nothing.
 func TestHeadChangeWhileHeldTellsNewHead(t *testing.T) {
-	o := newOps(t)
+	o := newOps(t, "id")
 	ctx := context.Background()
 	sub, nextMsg := subscribed(t, o.c, o.k.Channel)
 	next := func(what string) string { return nextMsg(what).Payload }
