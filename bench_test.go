@@ -13,12 +13,21 @@ import (
 // uncontended Acquire + Release through a Locker on the memory backend.
 // Compare with memorybackend's BenchmarkAcquireRelease (the backend alone).
 func BenchmarkLockerAcquireRelease(b *testing.B) {
+	benchAcquireRelease(b, nil)
+}
+
+// BenchmarkLockerAcquireReleaseObserved is BenchmarkLockerAcquireRelease
+// with an Observer that does nothing: the cost of the events and of the
+// step wrapper.
+func BenchmarkLockerAcquireReleaseObserved(b *testing.B) {
+	benchAcquireRelease(b, &lock.Options{Observer: lock.ObserverFunc(func(lock.Event) {})})
+}
+
+// benchAcquireRelease runs uncontended Acquire + Release cycles through a
+// Locker with options o on the memory backend.
+func benchAcquireRelease(b *testing.B, o *lock.Options) {
 	ctx := context.Background()
-	mb, _ := memorybackend.New(nil)
-	l, err := lock.New(mb, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := mustLocker(must(memorybackend.New(nil)), o)
 	defer l.Close()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

@@ -137,7 +137,7 @@ func TestErrorTexts(t *testing.T) {
 		checkText(t, "Release after loss, again", held.Lease.Release(ctx), lock.ErrNotHeld)
 
 		// A waiter when its Locker closes, whose cleanup fails.
-		lc, err := lock.New(failingLeave{store.NewBackend()}, &lock.Options{Logger: quiet})
+		lc, err := lock.New(failingLeave{store.NewBackend()}, &lock.Options{Logger: quietLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,8 +3,6 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,15 +19,13 @@ import (
 // a queue timeout passes with no real waiting, and time comparisons are
 // exact.
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
 func newLocker(t *testing.T, b backend.Backend, o *lock.Options) *lock.Locker {
 	t.Helper()
 	if o == nil {
 		o = &lock.Options{}
 	}
 	if o.Logger == nil {
-		o.Logger = quiet
+		o.Logger = quietLogger()
 	}
 	l, err := lock.New(b, o)
 	if err != nil {

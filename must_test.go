@@ -1,6 +1,9 @@
 package lock_test
 
 import (
+	"io"
+	"log/slog"
+
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
 )
@@ -18,3 +21,7 @@ func must[T any](v T, err error) T {
 func mustLocker(b backend.Backend, o *lock.Options) *lock.Locker {
 	return must(lock.New(b, o))
 }
+
+// quietLogger returns a Logger that writes nothing, for Lockers whose
+// warnings a test expects.
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

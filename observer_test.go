@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -69,8 +67,6 @@ func (r *recorder) await(t *testing.T, what string, k lock.EventKind, match func
 }
 
 func forID(id string) func(lock.Event) bool { return func(e lock.Event) bool { return e.ID == id } }
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func newObserved(t *testing.T, b backend.Backend, o lock.Options) (*lock.Locker, *recorder) {
 	rec := newRecorder()
@@ -364,24 +360,5 @@ func TestObserverFuncAndNames(t *testing.T) {
 	}
 	if lock.StepFailed(nil) || lock.StepFailed(fmt.Errorf("x: %w", lock.ErrQueueFull)) || !lock.StepFailed(errDown) {
 		t.Fatal("StepFailed misclassifies")
-	}
-}
-
-// BenchmarkLockerAcquireReleaseObserved is BenchmarkLockerAcquireRelease
-// with an Observer that does nothing: the cost of the events and of the
-// step wrapper.
-func BenchmarkLockerAcquireReleaseObserved(b *testing.B) {
-	ctx := context.Background()
-	l := mustLocker(must(memorybackend.New(nil)), &lock.Options{Observer: lock.ObserverFunc(func(lock.Event) {})})
-	defer l.Close()
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		res, err := l.Acquire(ctx, "bench", time.Minute)
-		if err != nil || !res.Acquired {
-			b.Fatal(res, err)
-		}
-		if err := res.Lease.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
 	}
 }

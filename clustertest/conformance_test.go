@@ -3,8 +3,6 @@ package clustertest
 import (
 	"testing"
 
-	"github.com/redislocker/lock/conformance"
-	"github.com/redislocker/lock/internal/rediscluster"
 	"github.com/redislocker/lock/internal/redisharness"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
@@ -13,42 +11,32 @@ import (
 // TestConformanceGoRedis runs the shared suite with redisbackend on
 // redis.ClusterClient, one client per backend.
 func TestConformanceGoRedis(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness {
-		return redisharness.GoRedis(t, redisharness.Cluster(rediscluster.Shared(t).Addrs()), nil)
-	})
+	redisharness.RunGoRedis(t, sharedCluster, nil)
 }
 
 // TestConformanceRueidisTracking runs the suite with rueidisbackend in
 // Tracking mode on a rueidis cluster client (one tracking connection per
 // node).
 func TestConformanceRueidisTracking(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness {
-		return redisharness.Rueidis(t, redisharness.Cluster(rediscluster.Shared(t).Addrs()), rueidisbackend.Tracking, nil)
-	})
+	redisharness.RunRueidis(t, sharedCluster, rueidisbackend.Tracking, nil)
 }
 
 // TestConformanceRueidisPubSub runs the suite with rueidisbackend in
 // PubSub mode (NewWithClient) on a rueidis cluster client.
 func TestConformanceRueidisPubSub(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness {
-		return redisharness.Rueidis(t, redisharness.Cluster(rediscluster.Shared(t).Addrs()), rueidisbackend.PubSub, nil)
-	})
+	redisharness.RunRueidis(t, sharedCluster, rueidisbackend.PubSub, nil)
 }
 
 // TestConformanceGoRedisSharded runs the suite with redisbackend on
 // redis.ClusterClient with ShardedPubSub: SPUBLISH from the scripts, one
 // SSUBSCRIBE connection per master.
 func TestConformanceGoRedisSharded(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness {
-		return redisharness.GoRedis(t, redisharness.Cluster(rediscluster.Shared(t).Addrs()), &redisbackend.Options{ShardedPubSub: true})
-	})
+	redisharness.RunGoRedis(t, sharedCluster, &redisbackend.Options{ShardedPubSub: true})
 }
 
 // TestConformanceRueidisPubSubSharded runs the suite with rueidisbackend
 // in PubSub mode with ShardedPubSub: SPUBLISH from the scripts, SSUBSCRIBE
 // through rueidis's connection to each channel's master.
 func TestConformanceRueidisPubSubSharded(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness {
-		return redisharness.Rueidis(t, redisharness.Cluster(rediscluster.Shared(t).Addrs()), rueidisbackend.PubSub, &rueidisbackend.Options{ShardedPubSub: true})
-	})
+	redisharness.RunRueidis(t, sharedCluster, rueidisbackend.PubSub, &rueidisbackend.Options{ShardedPubSub: true})
 }

@@ -2,7 +2,6 @@ package clustertest
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
@@ -15,17 +14,10 @@ import (
 // TestMain runs the tests, stops the shared cluster and server, and checks
 // that no goroutine outlived them.
 func TestMain(m *testing.M) {
-	code := rediscluster.Main(m)
-	if code == 0 {
-		// rueidis's cluster client refreshes its slot map lazily, in a
-		// goroutine that sleeps about a second first (singleflight.go); one
-		// started just before a client closed still sleeps at the end.
-		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).LazyDo.func1")); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak: goroutines left after the tests:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	// rueidis's cluster client refreshes its slot map lazily, in a
+	// goroutine that sleeps about a second first (singleflight.go); one
+	// started just before a client closed still sleeps at the end.
+	os.Exit(redistest.NoLeaks(rediscluster.Main(m), goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).LazyDo.func1")))
 }
 
 var ctx = context.Background()

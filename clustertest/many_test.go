@@ -16,6 +16,7 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/rediscluster"
+	"github.com/redislocker/lock/internal/redistest"
 	"github.com/redislocker/lock/internal/scripts"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
@@ -101,13 +102,7 @@ func (e *clusterEnv) evalshaCalls() map[string]int64 {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		for _, line := range strings.Split(info.(string), "\n") {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
-				var n int64
-				fmt.Sscanf(rest, "%d", &n)
-				out[m] = n
-			}
-		}
+		out[m] = redistest.CommandStat(e.t, info.(string), "evalsha", "calls")
 	}
 	return out
 }
@@ -159,7 +154,7 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 		}
 	}
 	t.Run("go-redis", func(t *testing.T) {
-		ks, _ := keys.New(prefix(t))
+		ks := testKeys(t)
 		cnt := pipelineCounter{mu: &sync.Mutex{}, n: map[string]int{}, cmds: map[string]int{}}
 		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: e.c.Addrs()})
 		client.OnNewNode(func(rdb *redis.Client) {
@@ -184,7 +179,7 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 		clear(cnt.n)
 		clear(cnt.cmds)
 		cnt.mu.Unlock()
-		ks2, _ := keys.New(prefix(t))
+		ks2 := testKeys(t)
 		b2, _ := redisbackend.New(client, &redisbackend.Options{Prefix: ks2.Prefix()})
 		l2, err := lock.New(b2, &lock.Options{BatchTick: time.Millisecond})
 		if err != nil {
@@ -210,7 +205,7 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 		releaseAll(t, leases)
 	})
 	t.Run("rueidis", func(t *testing.T) {
-		ks, _ := keys.New(prefix(t))
+		ks := testKeys(t)
 		cnt := &rueidisCounter{}
 		b, err := rueidisbackend.New(rueidisbackend.Options{
 			ClientOption: rueidis.ClientOption{InitAddress: e.c.Addrs()},

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
@@ -18,59 +17,7 @@ import (
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/rediscluster"
 	"github.com/redislocker/lock/internal/redisharness"
-	"github.com/redislocker/lock/redisbackend"
-	"github.com/redislocker/lock/rueidisbackend"
 )
-
-// adapters are the ways a process reaches the cluster in the migration
-// test: each returns a new Backend (a separate "process") on the cluster.
-var adapters = []struct {
-	name string
-	make func(t *testing.T, addrs []string, prefix string) backend.Backend
-}{
-	{"go-redis", func(t *testing.T, addrs []string, prefix string) backend.Backend {
-		return goRedisBackend(t, addrs, &redisbackend.Options{Prefix: prefix})
-	}},
-	{"go-redis-sharded", func(t *testing.T, addrs []string, prefix string) backend.Backend {
-		return goRedisBackend(t, addrs, &redisbackend.Options{Prefix: prefix, ShardedPubSub: true})
-	}},
-	{"rueidis-tracking", func(t *testing.T, addrs []string, prefix string) backend.Backend {
-		return rueidisBackend(t, rueidisbackend.Options{ClientOption: rueidis.ClientOption{InitAddress: addrs}, Prefix: prefix})
-	}},
-	{"rueidis-pubsub-sharded", func(t *testing.T, addrs []string, prefix string) backend.Backend {
-		return rueidisBackend(t, rueidisbackend.Options{ClientOption: rueidis.ClientOption{InitAddress: addrs, DisableCache: true}, Prefix: prefix, ShardedPubSub: true})
-	}},
-}
-
-func goRedisBackend(t *testing.T, addrs []string, o *redisbackend.Options) backend.Backend {
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	b, err := redisbackend.New(client, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() }) // after the Locker closed b
-	return b
-}
-
-func rueidisBackend(t *testing.T, o rueidisbackend.Options) backend.Backend {
-	b, err := rueidisbackend.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// idsInOneSlot returns n ids whose keys share one slot.
-func idsInOneSlot(base string, n int) []string {
-	ids := []string{base + "-0"}
-	slot := keys.SlotOf(ids[0])
-	for i := 1; len(ids) < n; i++ {
-		if id := fmt.Sprint(base, "-", i); keys.SlotOf(id) == slot {
-			ids = append(ids, id)
-		}
-	}
-	return ids
-}
 
 // guard is a real-time detector of one id's grants: at most one holder
 // inside, and fences strictly increasing in the order holders enter.
@@ -137,7 +84,7 @@ func TestSlotMigration(t *testing.T) {
 
 func testSlotMigration(t *testing.T, c *rediscluster.Cluster, newBackend func(*testing.T, []string, string) backend.Backend) {
 	e := newClusterEnv(t)
-	ks, _ := keys.New(prefix(t))
+	ks := testKeys(t)
 	ids := idsInOneSlot(t.Name(), 3)
 	slot := keys.SlotOf(ids[0])
 	from := e.owner[slot]

@@ -15,7 +15,6 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/faultproxy"
-	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/rediscluster"
 	"github.com/redislocker/lock/internal/redisharness"
 	"github.com/redislocker/lock/redisbackend"
@@ -49,8 +48,7 @@ var waitAdapters = []waitAdapter{
 			return redisharness.GoRedisBackend(t, client, &redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
 		},
 		cluster: func(t *testing.T, addrs []string, prefix string, replicas int) backend.Backend {
-			client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-			return redisharness.GoRedisBackend(t, client, &redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
+			return goRedisCluster(t, addrs, "", redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
 		},
 	},
 	{
@@ -64,7 +62,7 @@ var waitAdapters = []waitAdapter{
 			return redisharness.RueidisBackend(t, rueidisbackend.Options{ClientOption: co, Prefix: prefix, WaitReplicas: replicas})
 		},
 		cluster: func(t *testing.T, addrs []string, prefix string, replicas int) backend.Backend {
-			return redisharness.RueidisBackend(t, rueidisbackend.Options{ClientOption: rueidis.ClientOption{InitAddress: addrs}, Prefix: prefix, WaitReplicas: replicas})
+			return rueidisCluster(t, addrs, "", false, rueidisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
 		},
 	},
 }
@@ -104,7 +102,7 @@ func TestWaitReplicas(t *testing.T) {
 	replica := r.Replicas[0]
 	for _, a := range waitAdapters {
 		t.Run(a.name, func(t *testing.T) {
-			ks, _ := keys.New(prefix(t))
+			ks := testKeys(t)
 			b := a.single(t, r.Master.Addr, nil, ks.Prefix(), 1)
 			g, err := b.Acquire(ctx, req("a", "A"))
 			if err != nil || !g.Acquired {
@@ -200,7 +198,7 @@ func TestWaitReplicasOnCluster(t *testing.T) {
 	byMaster := e.idsPerMaster(2)
 	for _, a := range waitAdapters {
 		t.Run(a.name, func(t *testing.T) {
-			ks, _ := keys.New(prefix(t))
+			ks := testKeys(t)
 			b := a.cluster(t, e.c.Addrs(), ks.Prefix(), 1)
 			var reqs []backend.AcquireRequest
 			master := map[string]string{} // id -> master
@@ -283,7 +281,7 @@ func TestSentinel(t *testing.T) {
 	for _, a := range waitAdapters {
 		t.Run(a.name, func(t *testing.T) {
 			r := rediscluster.StartReplicated(t, rediscluster.ReplicatedOptions{Replicas: 1, Sentinels: 3})
-			ks, _ := keys.New(prefix(t))
+			ks := testKeys(t)
 			newLocker := func() *lock.Locker {
 				l, err := lock.New(a.single(t, "", r.SentinelAddrs(), ks.Prefix(), 1), &lock.Options{WaiterTimeout: 30 * time.Second})
 				if err != nil {
@@ -380,7 +378,7 @@ func TestFailoverRisk(t *testing.T) {
 					link = faultproxy.Start(t, master)
 					return link.Addr()
 				}})
-				ks, _ := keys.New(prefix(t))
+				ks := testKeys(t)
 				first := a.single(t, "", r.SentinelAddrs(), ks.Prefix(), replicas)
 				link.Blackhole(faultproxy.Down, true) // the replica hears nothing more
 				g, err := first.Acquire(ctx, req("x", "FIRST"))

@@ -1,146 +1,14 @@
 package clustertest
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/rediscluster"
-	"github.com/redislocker/lock/internal/redisharness"
-	"github.com/redislocker/lock/redisbackend"
-	"github.com/redislocker/lock/rueidisbackend"
 )
-
-// clusterEnv is one test's view of the shared cluster: a raw cluster
-// client and the slot owners.
-type clusterEnv struct {
-	t       *testing.T
-	c       *rediscluster.Cluster
-	raw     *redis.ClusterClient
-	masters []string
-	owner   map[int]string // slot -> master address
-}
-
-func newClusterEnv(t *testing.T) *clusterEnv {
-	t.Helper()
-	c := rediscluster.Shared(t)
-	raw := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	t.Cleanup(func() { raw.Close() })
-	e := &clusterEnv{t: t, c: c, raw: raw}
-	e.refresh()
-	return e
-}
-
-// refresh reads the slot owners again.
-func (e *clusterEnv) refresh() {
-	e.t.Helper()
-	nodes, err := e.c.Topology(ctx, "")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.owner = map[int]string{}
-	e.masters = nil
-	for _, n := range nodes {
-		if !n.Master() || len(n.Slots) == 0 {
-			continue
-		}
-		e.masters = append(e.masters, n.Addr)
-		for _, r := range n.Slots {
-			for s := r[0]; s <= r[1]; s++ {
-				e.owner[s] = n.Addr
-			}
-		}
-	}
-}
-
-// idsPerMaster returns perMaster ids for each master: ids[master] lists
-// ids whose slot that master serves.
-func (e *clusterEnv) idsPerMaster(perMaster int) map[string][]string {
-	out := map[string][]string{}
-	for i := 0; ; i++ {
-		done := true
-		for _, m := range e.masters {
-			if len(out[m]) < perMaster {
-				done = false
-			}
-		}
-		if done {
-			return out
-		}
-		id := fmt.Sprint("id-", i)
-		m := e.owner[keys.SlotOf(id)]
-		if len(out[m]) < perMaster {
-			out[m] = append(out[m], id)
-		}
-	}
-}
-
-// clientsNamed returns, per master, the CLIENT LIST lines of the
-// connections named name.
-func (e *clusterEnv) clientsNamed(name string) map[string][]string {
-	e.t.Helper()
-	out := map[string][]string{}
-	for _, m := range e.masters {
-		list, err := e.c.Do(ctx, m, "CLIENT", "LIST")
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		for _, l := range strings.Split(list.(string), "\n") {
-			if strings.Contains(l, " name="+name+" ") {
-				out[m] = append(out[m], l)
-			}
-		}
-	}
-	return out
-}
-
-// field returns the value of key in a CLIENT LIST line.
-func field(line, key string) string {
-	for _, f := range strings.Fields(line) {
-		if v, ok := strings.CutPrefix(f, key+"="); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-func uniqueName(t *testing.T) string {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return "clustertest-" + hex.EncodeToString(b[:])
-}
-
-// shardedBackends are the two sharded listeners: redisbackend on a cluster
-// client, rueidisbackend in PubSub mode. Each returns a Backend whose
-// connections carry name, under prefix.
-var shardedBackends = []struct {
-	name string
-	make func(t *testing.T, addrs []string, name, prefix string) backend.Backend
-}{
-	{"go-redis", func(t *testing.T, addrs []string, name, prefix string) backend.Backend {
-		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ClientName: name})
-		return redisharness.GoRedisBackend(t, client, &redisbackend.Options{Prefix: prefix, ShardedPubSub: true})
-	}},
-	{"rueidis", func(t *testing.T, addrs []string, name, prefix string) backend.Backend {
-		return redisharness.RueidisBackend(t, rueidisbackend.Options{
-			ClientOption:  rueidis.ClientOption{InitAddress: addrs, ClientName: name, DisableCache: true},
-			Prefix:        prefix,
-			ShardedPubSub: true,
-		})
-	}},
-}
 
 // TestShardedSubscriptions: with ShardedPubSub, a Backend subscribes the
 // inbox of each slot it waits on (no id's channel), confirmed on the
@@ -153,7 +21,7 @@ func TestShardedSubscriptions(t *testing.T) {
 		t.Run(sb.name, func(t *testing.T) {
 			e := newClusterEnv(t)
 			name := uniqueName(t)
-			ks, _ := keys.New(prefix(t))
+			ks := testKeys(t)
 			b := sb.make(t, e.c.Addrs(), name, ks.Prefix())
 			inbox := b.(interface{ Inbox(id string) string }).Inbox
 			byMaster := e.idsPerMaster(3)

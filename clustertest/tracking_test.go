@@ -6,11 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/adaptertest"
-	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/rueidisbackend"
 )
 
@@ -24,16 +21,9 @@ import (
 func TestTrackingOnCluster(t *testing.T) {
 	e := newClusterEnv(t)
 	name := uniqueName(t)
-	ks, _ := keys.New(prefix(t))
+	ks := testKeys(t)
 	newBackend := func(name string) *rueidisbackend.Backend {
-		b, err := rueidisbackend.New(rueidisbackend.Options{
-			ClientOption: rueidis.ClientOption{InitAddress: e.c.Addrs(), ClientName: name},
-			Prefix:       ks.Prefix(),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = b.Close() })
+		b := rueidisCluster(t, e.c.Addrs(), name, false, rueidisbackend.Options{Prefix: ks.Prefix()}).(*rueidisbackend.Backend)
 		if b.Mode() != rueidisbackend.Tracking {
 			t.Fatalf("Mode() = %v", b.Mode())
 		}

@@ -36,13 +36,16 @@ func wakeOnRelease(e *env) {
 	e.mustRelease(res.Lease)
 }
 
+// fallbackWT is the WaiterTimeout of the properties that wait for the
+// heartbeat (every third of it) to find what no wake-up told.
+const fallbackWT = 600 * time.Millisecond
+
 // L1. Without a notification a free lock is still noticed: (a) the
 // wake-ups are lost: the heartbeat finds the lock free; (b) the holder's
 // lease expires, which publishes nothing: the holder-TTL timer (and, with
 // an Expirer, the heartbeat) finds it.
 func noLostWakeup(e *env) {
-	const wt = 600 * time.Millisecond
-	hb := wt / 3
+	const wt, hb = fallbackWT, fallbackWT / 3
 	la, _ := e.defaultLocker()
 	ctx := e.ctx(time.Minute)
 
@@ -229,7 +232,10 @@ func fifoOrder(e *env) {
 func tryAcquireFair(e *env) {
 	la, _ := e.defaultLocker()
 	lw, sw := e.defaultLocker()
-	ls, ss := e.locker(lock.Options{WaiterTimeout: 600 * time.Millisecond})
+	// Its wake-ups are lost: it finds the free lock by its heartbeat
+	// (every 800 ms). A heartbeat late by more than 1.6 s under load would
+	// let its entry be purged as dead, and the newcomer win fairly.
+	ls, ss := e.locker(lock.Options{WaiterTimeout: 2400 * time.Millisecond})
 	ss.dropWakes.Store(true)
 	ln, _ := e.defaultLocker()
 	ctx := e.ctx(time.Minute)
@@ -267,8 +273,7 @@ func tryAcquireFair(e *env) {
 // of a live one; after the release, the live one acquires within
 // WaiterTimeout plus two heartbeats, not at the queue timeout.
 func deadWaiterPurge(e *env) {
-	const wt = 600 * time.Millisecond
-	hb := wt / 3
+	const wt, hb = fallbackWT, fallbackWT / 3
 	la, _ := e.defaultLocker()
 	ctx := e.ctx(time.Minute)
 	id := e.id()

@@ -234,15 +234,9 @@ func (s *spy) queued(id string) bool {
 
 // tickets returns the tickets the Acquire steps of token on id reported.
 func (s *spy) tickets(id, token string) []uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []uint64
-	for _, a := range s.acquires {
-		if a.req.ID == id && a.req.Token == token && a.err == nil && a.grant.Queued {
-			out = append(out, a.grant.Ticket)
-		}
-	}
-	return out
+	return pick(s, func() []acquireRecord { return s.acquires }, func(a acquireRecord) (uint64, bool) {
+		return a.grant.Ticket, a.req.ID == id && a.req.Token == token && a.err == nil && a.grant.Queued
+	})
 }
 
 // acquiresOf returns how many Acquire steps of id reached the store.
@@ -292,12 +286,20 @@ func (s *spy) wakesFor(id, token string, delivered bool) int {
 
 // heartbeatsOf returns the heartbeat results of (id, token), in order.
 func (s *spy) heartbeatsOf(id, token string) []heartbeatRecord {
+	return pick(s, func() []heartbeatRecord { return s.heartbeats }, func(h heartbeatRecord) (heartbeatRecord, bool) {
+		return h, h.waiter.ID == id && h.waiter.Token == token
+	})
+}
+
+// pick returns, read with s.mu held, what f makes of each record of
+// records() that f keeps, in order.
+func pick[R, T any](s *spy, records func() []R, f func(R) (T, bool)) []T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []heartbeatRecord
-	for _, h := range s.heartbeats {
-		if h.waiter.ID == id && h.waiter.Token == token {
-			out = append(out, h)
+	var out []T
+	for _, r := range records() {
+		if v, ok := f(r); ok {
+			out = append(out, v)
 		}
 	}
 	return out
@@ -312,13 +314,7 @@ func (s *spy) wakeMark() int {
 
 // wakesSince returns the wake-ups for id that reached the spy after mark.
 func (s *spy) wakesSince(id string, mark int) []backend.Wake {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []backend.Wake
-	for _, w := range s.wakes[min(mark, len(s.wakes)):] {
-		if w.wake.ID == id {
-			out = append(out, w.wake)
-		}
-	}
-	return out
+	return pick(s, func() []wakeRecord { return s.wakes[min(mark, len(s.wakes)):] }, func(w wakeRecord) (backend.Wake, bool) {
+		return w.wake, w.wake.ID == id
+	})
 }

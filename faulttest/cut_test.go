@@ -19,11 +19,10 @@ import (
 // or the caller retries Release, and afterwards SCAN finds no key of the
 // test but the counters (and the holder's lock, where there is one).
 func TestCutConnectionLeavesNothing(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a adapter) {
-		e := newEnv(t, a)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		p := faultproxy.Start(t, e.srv.Addr)
 		l := e.locker(e.backend(p.Addr(), clientOpts{noRetries: true}), lock.Options{WaiterTimeout: 3 * time.Second})
-		other := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{})
+		other := e.directLocker(lock.Options{})
 		ctx := context.Background()
 
 		// Measure one step's request and reply, scripts loaded.
@@ -158,8 +157,7 @@ func TestCutConnectionLeavesNothing(t *testing.T) {
 // (checklist item 3), so a resent release is answered as done and never
 // touches another owner's lock.
 func TestReleaseRetriedByClient(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a adapter) {
-		e := newEnv(t, a)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		p := faultproxy.Start(t, e.srv.Addr)
 		l := e.locker(e.backend(p.Addr(), clientOpts{}), lock.Options{})
 		ctx := context.Background()

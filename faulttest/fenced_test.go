@@ -145,8 +145,7 @@ func runFencedWorkload(t *testing.T, e *env, wrap func(backend.Backend) backend.
 // (S3, and S2: a write made while ValidUntil said the lease was valid is
 // never rejected).
 func TestFencedResourceRejectsStaleWrites(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a adapter) {
-		e := newEnv(t, a)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		r := runFencedWorkload(t, e, nil)
 		t.Logf("%+v", r)
 		if r.value != r.accepted {

@@ -111,9 +111,8 @@ func TestDoReleaseStallIsNoLeaseLoss(t *testing.T) {
 // so that the race detector on a loaded 2-core machine keeps up (the
 // issue's exact figures run on memorybackend, TestAcquireManyKeepAlive).
 func TestAcquireManyKeepAliveRedis(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a adapter) {
-		e := newEnv(t, a)
-		l := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{KeepAlive: true})
+	forEachEnv(t, func(t *testing.T, e *env) {
+		l := e.directLocker(lock.Options{KeepAlive: true})
 		const n, ttl, work = 1000, time.Second, 2 * time.Millisecond
 		ids := make([]string, n)
 		for i := range ids {

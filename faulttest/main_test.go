@@ -129,6 +129,11 @@ func forEachAdapter(t *testing.T, f func(t *testing.T, a adapter)) {
 	}
 }
 
+// forEachEnv runs f as a subtest per adapter, each with an env of its own.
+func forEachEnv(t *testing.T, f func(t *testing.T, e *env)) {
+	forEachAdapter(t, func(t *testing.T, a adapter) { f(t, newEnv(t, a)) })
+}
+
 // env is one test's Redis server (owned by the test), key prefix and raw
 // inspection client.
 type env struct {
@@ -172,6 +177,24 @@ func (e *env) locker(b backend.Backend, o lock.Options) *lock.Locker {
 	}
 	e.t.Cleanup(func() { _ = l.Close() })
 	return l
+}
+
+// directLocker returns a Locker over a backend of its own that reaches
+// the server with no proxy between.
+func (e *env) directLocker(o lock.Options) *lock.Locker {
+	e.t.Helper()
+	return e.locker(e.backend(e.srv.Addr, clientOpts{}), o)
+}
+
+// hold acquires id with a direct Locker of its own (options o) and fails
+// the test unless it is granted.
+func (e *env) hold(o lock.Options, id string, ttl time.Duration) lock.Result {
+	e.t.Helper()
+	r, err := e.directLocker(o).Acquire(context.Background(), id, ttl)
+	if err != nil || !r.Acquired {
+		e.t.Fatal(r, err)
+	}
+	return r
 }
 
 // testLease is above the longest lease the fault tests take (a minute):

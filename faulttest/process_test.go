@@ -17,16 +17,11 @@ import (
 // entry gone, re-queues at the tail (logging a warning) and is granted
 // once the lock is free again: it never hangs.
 func TestDeadWaiterPurgedWhenProcessStopped(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a adapter) {
-		e := newEnv(t, a)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		id := "purge"
 		const waiterTimeout = 900 * time.Millisecond
 		opts := lock.Options{WaiterTimeout: waiterTimeout}
-		holder := e.locker(e.backend(e.srv.Addr, clientOpts{}), opts)
-		r, err := holder.Acquire(context.Background(), id, longTTL)
-		if err != nil || !r.Acquired {
-			t.Fatal(err)
-		}
+		r := e.hold(opts, id, longTTL)
 		// The child queues first. Its lease is short: the release hands the
 		// lock off to it while its entry lives, and that grant costs the
 		// queue its TTL.
@@ -34,7 +29,7 @@ func TestDeadWaiterPurgedWhenProcessStopped(t *testing.T) {
 		c.expect(t, "start", 10*time.Second)
 		eventually(t, 10*time.Second, "child waiter queued", func() bool { return e.queued(id) == 1 })
 		// Then a live waiter in this process (FIFO: it is second).
-		live := e.locker(e.backend(e.srv.Addr, clientOpts{}), opts)
+		live := e.directLocker(opts)
 		done := queuedWaiter(t, e, live, id)
 
 		c.stop(t)
@@ -115,7 +110,7 @@ func TestStoppedHolderLosesLeaseHonestly(t *testing.T) {
 			vu, _ := strconv.ParseInt(f[1], 10, 64)
 			validUntil := time.Unix(0, vu)
 
-			w := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{WaiterTimeout: 3 * time.Second})
+			w := e.directLocker(lock.Options{WaiterTimeout: 3 * time.Second})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			r, err := w.Acquire(ctx, id, longTTL)
@@ -151,13 +146,9 @@ func TestStoppedHolderLosesLeaseHonestly(t *testing.T) {
 			e := newEnv(t, a)
 			id := "running-holder"
 			const ttl = 300 * time.Millisecond
-			h := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{})
-			r, err := h.Acquire(context.Background(), id, ttl)
-			if err != nil || !r.Acquired {
-				t.Fatal(err)
-			}
+			r := e.hold(lock.Options{}, id, ttl)
 			lostC := r.Lease.Lost()
-			w := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{WaiterTimeout: time.Minute})
+			w := e.directLocker(lock.Options{WaiterTimeout: time.Minute})
 			done := queuedWaiter(t, e, w, id)
 			<-lostC
 			lostAt := time.Now()

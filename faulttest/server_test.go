@@ -21,11 +21,10 @@ import (
 // may be lower than the lost holder's (logged). That is the documented end
 // of the guarantees on a single Redis without persistence.
 func TestRedisRestart(t *testing.T) {
-	forEachAdapter(t, func(t *testing.T, a adapter) {
-		e := newEnv(t, a)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		id := "restart"
 		const ttl = 900 * time.Millisecond
-		hl := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{})
+		hl := e.directLocker(lock.Options{})
 		inFn := make(chan uint64, 1)
 		doErr := make(chan error, 1)
 		var cause error
@@ -41,7 +40,7 @@ func TestRedisRestart(t *testing.T) {
 			doErr <- err
 		}()
 		recv(t, inFn, 10*time.Second, "Do's fn started")
-		w := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{WaiterTimeout: 900 * time.Millisecond})
+		w := e.directLocker(lock.Options{WaiterTimeout: 900 * time.Millisecond})
 		done, failed := recoveringWaiter(t, e, w, id)
 
 		must(t, e.srv.Shutdown())
@@ -80,6 +79,74 @@ func TestRedisRestart(t *testing.T) {
 	})
 }
 
+// TestFenceAfterStateLoss (S3): the first fence of an id after its state is
+// lost is greater than every fence before it: after a restart without
+// persistence (SHUTDOWN NOSAVE, a fresh server on the same port), after a
+// FLUSHALL (a failover to a replica that has none of the id's keys), and
+// after the fence key is rolled back to an older value (a failover to a
+// replica that missed the last grants).
+func TestFenceAfterStateLoss(t *testing.T) {
+	forEachEnv(t, func(t *testing.T, e *env) {
+		l := e.directLocker(lock.Options{})
+		ids := []string{"order-1", "order-2", "order-3"}
+		last := map[string]uint64{}
+		stale := map[string]string{} // each id's fence after its first grant
+		// cycle acquires and releases every id n times, retrying while the
+		// client reconnects, and checks each fence against the last one.
+		cycle := func(event string, n int) {
+			t.Helper()
+			for _, id := range ids {
+				for range n {
+					var res lock.Result
+					deadline := time.Now().Add(10 * time.Second)
+					for {
+						ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+						var err error
+						res, err = l.TryAcquire(ctx, id, time.Minute)
+						cancel()
+						if err == nil && res.Acquired {
+							break
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("%s: %s not acquired within 10s: %+v, %v", event, id, res, err)
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
+					f := res.Lease.Fence()
+					if f <= last[id] {
+						t.Fatalf("S3: %s: fence %d of %s, want more than every fence before it (%d)", event, f, id, last[id])
+					}
+					last[id] = f
+					if _, ok := stale[id]; !ok {
+						stale[id] = e.raw.HGet(context.Background(), e.ks.For(id).Counters, "fence").Val()
+					}
+					if err := res.Lease.Release(context.Background()); err != nil {
+						t.Fatalf("%s: release %s: %v", event, id, err)
+					}
+				}
+			}
+		}
+		cycle("before any event", 20)
+
+		e.srv.Shutdown()
+		e.srv.Restart()
+		cycle("after a restart without persistence", 5)
+
+		if err := e.raw.FlushAll(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		cycle("after FLUSHALL", 5)
+
+		for _, id := range ids {
+			k := e.ks.For(id)
+			if err := e.raw.HSet(context.Background(), k.Counters, "fence", stale[id]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cycle("after the fence keys went back to an older value", 5)
+	})
+}
+
 // TestServerStall: the server stops answering for longer than the TTL
 // (CLIENT PAUSE ALL, CLIENT PAUSE WRITE, SIGSTOP) while a holder runs Do.
 // No validity is reported past the TTL: fn's ctx is cancelled with
@@ -104,7 +171,7 @@ func testStall(t *testing.T, a adapter, mode string, short bool) {
 	if short {
 		stall = 150 * time.Millisecond
 	}
-	hl := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{})
+	hl := e.directLocker(lock.Options{})
 	type ended struct {
 		at    time.Time
 		cause error
@@ -166,7 +233,7 @@ func testStall(t *testing.T, a adapter, mode string, short bool) {
 			end.at.Sub(stallStart), ttl, ttl+loadSlack)
 	}
 	// After the stall another client is granted, never before latest.
-	w := e.locker(e.backend(e.srv.Addr, clientOpts{}), lock.Options{WaiterTimeout: 3 * time.Second})
+	w := e.directLocker(lock.Options{WaiterTimeout: 3 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, err := w.Acquire(ctx, id, ttl)

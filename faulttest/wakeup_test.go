@@ -80,11 +80,7 @@ func TestNoLostWakeup(t *testing.T) {
 func testReleaseRace(t *testing.T, a adapter, at string, drop bool) {
 	e := newEnv(t, a)
 	id := "race"
-	holder := e.locker(e.backend(e.srv.Addr, clientOpts{}), slow)
-	r, err := holder.Acquire(context.Background(), id, longTTL)
-	if err != nil || !r.Acquired {
-		t.Fatal(err)
-	}
+	r := e.hold(slow, id, longTTL)
 	var once sync.Once
 	var released atomic.Bool
 	release := func() {
@@ -224,11 +220,7 @@ func (e *env) killWakeupConns() int {
 func testKillPubsub(t *testing.T, a adapter) {
 	e := newEnv(t, a)
 	id := "kill"
-	holder := e.locker(e.backend(e.srv.Addr, clientOpts{}), slow)
-	r, err := holder.Acquire(context.Background(), id, longTTL)
-	if err != nil || !r.Acquired {
-		t.Fatal(err)
-	}
+	r := e.hold(slow, id, longTTL)
 	h := &hooked{Backend: e.backend(e.srv.Addr, clientOpts{})}
 	w := e.locker(h, slow)
 	done, failed := recoveringWaiter(t, e, w, id)
@@ -263,11 +255,7 @@ func testPubsubDown(t *testing.T, a adapter) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, a)
 			id := "down"
-			holder := e.locker(e.backend(e.srv.Addr, clientOpts{}), slow)
-			r, err := holder.Acquire(context.Background(), id, longTTL)
-			if err != nil || !r.Acquired {
-				t.Fatal(err)
-			}
+			r := e.hold(slow, id, longTTL)
 			p := faultproxy.Start(t, e.srv.Addr)
 			h := &hooked{Backend: e.backend(p.Addr(), clientOpts{})}
 			opts, bound := slow, 8*time.Second
@@ -303,13 +291,13 @@ func testHolderExpires(t *testing.T, a adapter) {
 	e := newEnv(t, a)
 	id := "expire"
 	const ttl = 400 * time.Millisecond
-	holder := e.locker(e.backend(e.srv.Addr, clientOpts{}), slow)
+	holder := e.directLocker(slow)
 	sent := time.Now()
 	r, err := holder.Acquire(context.Background(), id, ttl)
 	if err != nil || !r.Acquired {
 		t.Fatal(err)
 	}
-	w := e.locker(e.backend(e.srv.Addr, clientOpts{}), slow)
+	w := e.directLocker(slow)
 	done := queuedWaiter(t, e, w, id)
 	bound := ttl + time.Millisecond + loadSlack
 	got := recv(t, done, time.Until(sent.Add(bound))+time.Second, "waiter granted after the holder expired")

@@ -2,14 +2,9 @@ package memorybackend
 
 // QueueLen returns the raw length of id's queue, expired but not yet purged
 // entries included, so that tests can see what a step purged.
-func (s *Store) QueueLen(id string) int {
-	sh := s.shard(id)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if e := sh.ids[id]; e != nil {
-		return e.queueLen()
-	}
-	return 0
+func (s *Store) QueueLen(id string) (n int) {
+	s.withEntry(id, func(_ *shard, e *entry) { n = e.queueLen() })
+	return n
 }
 
 // Entries returns the number of id entries the store keeps, without the

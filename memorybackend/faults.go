@@ -56,15 +56,10 @@ func (b *Backend) DropNotifier() {
 // as a store that expires state after an idle bound would. The fence and
 // ticket counters are store-wide and stay.
 func (s *Store) Forget(id string) {
-	sh := s.shard(id)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.ids[id]
-	if e == nil {
-		return
-	}
-	now := s.clock.Now()
-	if !e.live(now) && !hasLiveWaiter(e, now) {
-		sh.drop(id, e)
-	}
+	s.withEntry(id, func(sh *shard, e *entry) {
+		now := s.clock.Now()
+		if !e.live(now) && !hasLiveWaiter(e, now) {
+			sh.drop(id, e)
+		}
+	})
 }

@@ -18,6 +18,19 @@ func TestDelaySubscriptions(t *testing.T) {
 	s := must(memorybackend.NewStore(&memorybackend.Options{NoHandOff: true}))
 	a, b := s.NewBackend(), s.NewBackend()
 	ctx := context.Background()
+	// handOver: A acquires id, B queues behind it, A releases.
+	handOver := func(id string) {
+		t.Helper()
+		if _, err := a.Acquire(ctx, backend.AcquireRequest{ID: id, Token: "A", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Acquire(ctx, backend.AcquireRequest{ID: id, Token: "B", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Release(ctx, id, "A"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b.DelaySubscriptions(d)
 	got := make(chan backend.Wake, 4)
 	start := time.Now()
@@ -29,15 +42,7 @@ func TestDelaySubscriptions(t *testing.T) {
 	if took := time.Since(start); took < d {
 		t.Fatalf("Subscribe with a delay of %v returned after %v", d, took)
 	}
-	if _, err := a.Acquire(ctx, backend.AcquireRequest{ID: "x", Token: "A", TTL: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Acquire(ctx, backend.AcquireRequest{ID: "x", Token: "B", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Release(ctx, "x", "A"); err != nil {
-		t.Fatal(err)
-	}
+	handOver("x")
 	select {
 	case w := <-got:
 		if w != (backend.Wake{ID: "x", Token: "B"}) {
@@ -55,15 +60,7 @@ func TestDelaySubscriptions(t *testing.T) {
 		t.Fatalf("Subscribe whose ctx ends during the delay: %v, want DeadlineExceeded", err)
 	}
 	b.DelaySubscriptions(0)
-	if _, err := a.Acquire(ctx, backend.AcquireRequest{ID: "y", Token: "A", TTL: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Acquire(ctx, backend.AcquireRequest{ID: "y", Token: "B", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Release(ctx, "y", "A"); err != nil {
-		t.Fatal(err)
-	}
+	handOver("y")
 }
 
 // TestDropNotifier: every subscription of the Backend, and only of it,

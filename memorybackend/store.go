@@ -131,50 +131,48 @@ func (s *Store) shard(id string) *shard {
 // ExpireNow ends the lease of id now, with no wake-up, like a Redis key
 // expiring. Waiters stay queued. It does nothing when id is not held.
 func (s *Store) ExpireNow(id string) {
-	sh := s.shard(id)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.ids[id]
-	if e == nil {
-		return
-	}
-	e.holder = ""
-	if e.head == nil {
-		sh.drop(id, e)
-	}
+	s.withEntry(id, func(sh *shard, e *entry) {
+		e.holder = ""
+		if e.head == nil {
+			sh.drop(id, e)
+		}
+	})
 }
 
 // Holder returns the token that holds id now, by the store's clock, and
 // whether any does.
 func (s *Store) Holder(id string) (token string, ok bool) {
-	sh := s.shard(id)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.ids[id]
-	if e == nil || !e.live(s.clock.Now()) {
-		return "", false
-	}
-	return e.holder, true
+	s.withEntry(id, func(_ *shard, e *entry) {
+		if e.live(s.clock.Now()) {
+			token, ok = e.holder, true
+		}
+	})
+	return token, ok
 }
 
 // Waiters returns the tokens of the live queue entries of id (deadline
 // after now, by the store's clock) in ticket order, head first.
 func (s *Store) Waiters(id string) []string {
+	var out []string
+	s.withEntry(id, func(_ *shard, e *entry) {
+		now := s.clock.Now()
+		for w := e.head; w != nil; w = w.next {
+			if w.deadline.After(now) {
+				out = append(out, w.token)
+			}
+		}
+	})
+	return out
+}
+
+// withEntry calls f with id's shard locked and id's entry, when id has one.
+func (s *Store) withEntry(id string, f func(sh *shard, e *entry)) {
 	sh := s.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.ids[id]
-	if e == nil {
-		return nil
+	if e := sh.ids[id]; e != nil {
+		f(sh, e)
 	}
-	now := s.clock.Now()
-	var out []string
-	for w := e.head; w != nil; w = w.next {
-		if w.deadline.After(now) {
-			out = append(out, w.token)
-		}
-	}
-	return out
 }
 
 // Len returns the number of ids that have any state left: a live lease or a
@@ -405,22 +403,17 @@ func (s *Store) acquire(sh *shard, req *backend.AcquireRequest) (backend.Grant, 
 
 // release is the Release step; the caller holds sh.mu.
 func (s *Store) release(sh *shard, id, token string) (wakeCall, error) {
-	now := s.clock.Now()
-	e, m := s.open(sh, id, now, "")
-	if e == nil {
-		return wakeCall{}, backend.ErrNotHeld
-	}
-	var err error
-	if e.heldBy(token) {
-		e.holder = ""
-	} else {
-		err = backend.ErrNotHeld
-	}
-	return s.finish(sh, id, e, m, now, "", false), err
+	return s.byHolder(sh, id, token, func(e *entry, _ time.Time) { e.holder = "" })
 }
 
 // extend is the Extend step; the caller holds sh.mu.
 func (s *Store) extend(sh *shard, id, token string, ttl time.Duration) (wakeCall, error) {
+	return s.byHolder(sh, id, token, func(e *entry, now time.Time) { e.expiry = now.Add(ttl) })
+}
+
+// byHolder applies change to id's entry when token holds it (ErrNotHeld
+// otherwise), then finishes the step; the caller holds sh.mu.
+func (s *Store) byHolder(sh *shard, id, token string, change func(e *entry, now time.Time)) (wakeCall, error) {
 	now := s.clock.Now()
 	e, m := s.open(sh, id, now, "")
 	if e == nil {
@@ -428,7 +421,7 @@ func (s *Store) extend(sh *shard, id, token string, ttl time.Duration) (wakeCall
 	}
 	var err error
 	if e.heldBy(token) {
-		e.expiry = now.Add(ttl)
+		change(e, now)
 	} else {
 		err = backend.ErrNotHeld
 	}

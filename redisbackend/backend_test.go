@@ -59,8 +59,7 @@ func TestNewOptions(t *testing.T) {
 }
 
 func TestAcquireFreeAndRetry(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	g := mustAcquire(t, b, req("a", "A", false))
 	if !g.Acquired || g.Fence == 0 || g.TTL != 10*time.Second || g.Queued {
 		t.Fatalf("first grant = %+v, want acquired, a fence, ttl 10s", g)
@@ -89,15 +88,9 @@ func TestAcquireFreeAndRetry(t *testing.T) {
 }
 
 func TestFairTryAcquireAndQueueOrder(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	other, _ := e.backend(nil)
-	w := adaptertest.NewWakes()
-	cancel, err := other.Subscribe(ctx, "q", w.Fn) // the waiters' process
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	w := adaptertest.Subscribed(t, other, "q") // the waiters' process
 
 	mustAcquire(t, b, req("q", "A", false))
 	var tickets []uint64
@@ -153,8 +146,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 }
 
 func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	k := b.keyNames("r")
 	first := mustAcquire(t, b, req("r", "A", false))
 	if err := b.Release(ctx, "r", "B"); !errors.Is(err, backend.ErrNotHeld) {
@@ -214,14 +206,8 @@ func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
 }
 
 func TestLeave(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
-	w := adaptertest.NewWakes()
-	cancel, err := b.Subscribe(ctx, "l", w.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	e, b := newEnvBackend(t)
+	w := adaptertest.Subscribed(t, b, "l")
 	k := b.keyNames("l")
 
 	mustAcquire(t, b, req("l", "A", false))
@@ -283,14 +269,8 @@ func escapeForTest(prefix string) string {
 }
 
 func TestHeartbeat(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
-	w := adaptertest.NewWakes()
-	cancel, err := b.Subscribe(ctx, "h1", w.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	e, b := newEnvBackend(t)
+	w := adaptertest.Subscribed(t, b, "h1")
 
 	mustAcquire(t, b, req("h1", "A", false))
 	mustAcquire(t, b, req("h1", "B", true))
@@ -415,14 +395,8 @@ func TestPurgeEveryExpiredWaiter(t *testing.T) {
 // TestDeadHeadIsPurgedAndNextWoken: when a release or an acquire finds the
 // head dead, the next live waiter is woken, not the dead one.
 func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
-	w := adaptertest.NewWakes()
-	cancel, err := b.Subscribe(ctx, "d", w.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	e, b := newEnvBackend(t)
+	w := adaptertest.Subscribed(t, b, "d")
 	k := b.keyNames("d")
 	mustAcquire(t, b, req("d", "A", false))
 	dead := req("d", "dead", true)
@@ -488,8 +462,7 @@ func TestQueueFull(t *testing.T) {
 // in (the fence key at most an hour), and an id that is done leaves only
 // its fence key.
 func TestTTLOnEveryKey(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	ids := []string{"held", "queued", "a{b}c", "%7B", "x:y}:lock"}
 	for _, id := range ids {
 		mustAcquire(t, b, req(id, "A", false))

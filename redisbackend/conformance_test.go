@@ -3,19 +3,15 @@ package redisbackend_test
 import (
 	"testing"
 
-	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/embedredis"
 	"github.com/redislocker/lock/internal/redisharness"
-	"github.com/redislocker/lock/internal/redistest"
 )
 
 // TestConformance runs the shared suite against a real redis-server: the
 // one REDIS_ADDR names, or one this test binary starts. Every harness gets
 // its own key prefix, every backend its own client (a separate "process").
 func TestConformance(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness {
-		return redisharness.GoRedis(t, redisharness.Server(redistest.Addr(t)), nil)
-	})
+	redisharness.RunGoRedis(t, redisharness.SharedServer, nil)
 }
 
 // TestConformanceMiniredis runs the suite against miniredis, an in-process
@@ -40,12 +36,12 @@ func TestConformance(t *testing.T) {
 //     backend's pub/sub connection on the client's side instead
 //     (internal/notifyconn), as for a real server.
 func TestConformanceMiniredis(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness {
+	redisharness.RunGoRedis(t, func(t *testing.T) redisharness.Target {
 		srv, err := embedredis.Start()
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(srv.Close)
-		return redisharness.GoRedis(t, redisharness.Server(srv.Addr()), nil)
-	})
+		return redisharness.Server(srv.Addr())
+	}, nil)
 }

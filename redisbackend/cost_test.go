@@ -1,9 +1,6 @@
 package redisbackend
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -113,19 +110,8 @@ func evalshaUsec(tb testing.TB, addr string) int64 {
 		tb.Fatal(err)
 	}
 	var total int64
-	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
-			continue
-		}
-		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					tb.Fatal(fmt.Errorf("commandstats %q: %w", line, err))
-				}
-				total += n
-			}
-		}
+	for _, cmd := range []string{"evalsha", "eval"} {
+		total += redistest.CommandStat(tb, info, cmd, "usec")
 	}
 	return total
 }

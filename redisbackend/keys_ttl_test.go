@@ -16,8 +16,7 @@ import (
 // ids an hour after their last grant. (The scripts' own test waits for the
 // keys to go, with the bound cut short.)
 func TestDistinctIDsLeaveOnlyExpiringKeys(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	const n = 2000
 	reqs := make([]backend.AcquireRequest, n)
 	for i := range reqs {

@@ -31,6 +31,15 @@ func newEnv(t *testing.T) *env {
 	return newEnvAt(t, redistest.Addr(t))
 }
 
+// newEnvBackend returns a new env on the shared server and one Backend
+// on it.
+func newEnvBackend(t *testing.T) (*env, *Backend) {
+	t.Helper()
+	e := newEnv(t)
+	b, _ := e.backend(nil)
+	return e, b
+}
+
 func newEnvAt(t *testing.T, addr string) *env {
 	t.Helper()
 	raw := newClient(addr)

@@ -28,12 +28,7 @@ func TestShardedOnOneServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w := adaptertest.NewWakes()
-	cancel, err := waiter.Subscribe(ctx, "h", w.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	w := adaptertest.Subscribed(t, waiter, "h")
 	if g, err := holder.Acquire(ctx, req("h", "H", false)); err != nil || !g.Acquired {
 		t.Fatalf("holder: %+v, %v", g, err)
 	}
@@ -65,9 +60,7 @@ func TestShardedOnOneServer(t *testing.T) {
 	if n, err := e.raw.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n < 1 {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v", n, err)
 	}
-	if x := w.Next(t); x != (backend.Wake{ID: "h", All: true}) {
-		t.Fatalf("wake after the reconnect = %+v, want All", x)
-	}
+	w.Expect(t, "wake after the reconnect", backend.Wake{ID: "h", All: true})
 	if err := waiter.Leave(ctx, "h", "W"); err != nil {
 		t.Fatal(err)
 	}

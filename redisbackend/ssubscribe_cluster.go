@@ -46,8 +46,7 @@ import (
 type clusterSubscriber struct {
 	cc *redis.ClusterClient
 
-	ctx  context.Context // cancelled by close
-	stop context.CancelFunc
+	life wakefns.Life // ends at close
 
 	mu     sync.Mutex
 	chans  map[string]*shardEntry
@@ -72,18 +71,14 @@ type shardNode struct {
 
 // Timings of the cluster subscriber.
 const (
-	shardIdle      = pubsubHealthCheck     // PING a connection quiet this long
-	shardMinDelay  = 20 * time.Millisecond // first retry delay after a failure
-	shardMaxDelay  = 2 * time.Second       // longest retry delay
-	shardOpTimeout = 5 * time.Second       // bounds a route lookup
+	shardIdle      = pubsubHealthCheck // PING a connection quiet this long
+	shardOpTimeout = 5 * time.Second   // bounds a route lookup
 )
 
 func newClusterSubscriber(cc *redis.ClusterClient) *clusterSubscriber {
-	ctx, stop := context.WithCancel(context.Background())
 	return &clusterSubscriber{
 		cc:    cc,
-		ctx:   ctx,
-		stop:  stop,
+		life:  wakefns.NewLife(),
 		chans: make(map[string]*shardEntry),
 		nodes: make(map[string]*shardNode),
 	}
@@ -101,7 +96,7 @@ func (s *clusterSubscriber) subscribe(ctx context.Context, id, channel string, f
 		s.chans[channel] = e
 		s.routeLocked(e, 0, false)
 	}
-	return e.Join(ctx, fn, s.mu.Unlock, s.ctx.Done(), func(key uint64) { s.unsubscribe(e, key) })
+	return e.Join(ctx, fn, s.mu.Unlock, s.life.Done(), func(key uint64) { s.unsubscribe(e, key) })
 }
 
 func (s *clusterSubscriber) unsubscribe(e *shardEntry, key uint64) {
@@ -155,18 +150,14 @@ func (s *clusterSubscriber) route(e *shardEntry, delay time.Duration, reload boo
 	defer s.wg.Done()
 	for {
 		if delay > 0 {
-			t := time.NewTimer(delay)
-			select {
-			case <-s.ctx.Done():
-				t.Stop()
+			if !wakefns.Sleep(s.life.Done(), delay) {
 				return
-			case <-t.C:
 			}
 		}
 		if reload {
-			s.cc.ReloadState(s.ctx)
+			s.cc.ReloadState(s.life.Ctx())
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, shardOpTimeout)
+		ctx, cancel := context.WithTimeout(s.life.Ctx(), shardOpTimeout)
 		client, err := s.cc.MasterForKey(ctx, e.Channel)
 		cancel()
 		s.mu.Lock()
@@ -191,7 +182,7 @@ func (s *clusterSubscriber) route(e *shardEntry, delay time.Duration, reload boo
 			e.node, e.live = n, false
 			n.chans[e.Channel] = e
 			if n.ps != nil {
-				err = n.ps.SSubscribe(s.ctx, e.Channel)
+				err = n.ps.SSubscribe(s.life.Ctx(), e.Channel)
 			}
 			// With n.ps nil the node goroutine is rebuilding its
 			// connection and subscribes every entry of n.chans.
@@ -202,16 +193,9 @@ func (s *clusterSubscriber) route(e *shardEntry, delay time.Duration, reload boo
 			return
 		}
 		s.mu.Unlock()
-		delay = nextDelay(delay)
+		delay = wakefns.NextDelay(delay)
 		reload = true
 	}
-}
-
-func nextDelay(d time.Duration) time.Duration {
-	if d < shardMinDelay {
-		return shardMinDelay
-	}
-	return min(2*d, shardMaxDelay)
 }
 
 // failed tells n's goroutine that its connection failed outside a read.
@@ -245,18 +229,14 @@ func (s *clusterSubscriber) serve(n *shardNode, client *redis.Client) {
 				e.live = false
 			}
 			s.mu.Unlock()
-			if time.Since(start) > shardMaxDelay {
+			if time.Since(start) > wakefns.MaxDelay {
 				delay = 0 // it worked for a while: retry soon
 			}
 		}
 		for {
-			delay = nextDelay(delay)
-			t := time.NewTimer(delay)
-			select {
-			case <-s.ctx.Done():
-				t.Stop()
+			delay = wakefns.NextDelay(delay)
+			if !wakefns.Sleep(s.life.Done(), delay) {
 				return
-			case <-t.C:
 			}
 			// Route away the channels whose slot n no longer serves, and
 			// take the client the cluster client has for n now.
@@ -288,8 +268,8 @@ func (s *clusterSubscriber) open(n *shardNode, client *redis.Client) (ps *redis.
 	if done {
 		return nil, true
 	}
-	ps = client.SSubscribe(s.ctx)
-	ctx, cancel := context.WithTimeout(s.ctx, shardOpTimeout)
+	ps = client.SSubscribe(s.life.Ctx())
+	ctx, cancel := context.WithTimeout(s.life.Ctx(), shardOpTimeout)
 	err := ps.Ping(ctx)
 	cancel()
 	if err != nil {
@@ -305,7 +285,7 @@ func (s *clusterSubscriber) open(n *shardNode, client *redis.Client) (ps *redis.
 	n.ps = ps
 	for ch, e := range n.chans {
 		e.live = false
-		if err := ps.SSubscribe(s.ctx, ch); err != nil {
+		if err := ps.SSubscribe(s.life.Ctx(), ch); err != nil {
 			break // the read fails too, and the next round subscribes again
 		}
 	}
@@ -329,7 +309,7 @@ func (s *clusterSubscriber) forgetLocked(n *shardNode) bool {
 // client's client of n (nil when no channel's master could be looked up),
 // and done when n has nothing left (n is then forgotten) or on close.
 func (s *clusterSubscriber) recheck(n *shardNode) (client *redis.Client, done bool) {
-	s.cc.ReloadState(s.ctx)
+	s.cc.ReloadState(s.life.Ctx())
 	s.mu.Lock()
 	entries := make([]*shardEntry, 0, len(n.chans))
 	for _, e := range n.chans {
@@ -337,7 +317,7 @@ func (s *clusterSubscriber) recheck(n *shardNode) (client *redis.Client, done bo
 	}
 	s.mu.Unlock()
 	for _, e := range entries {
-		ctx, cancel := context.WithTimeout(s.ctx, shardOpTimeout)
+		ctx, cancel := context.WithTimeout(s.life.Ctx(), shardOpTimeout)
 		c, err := s.cc.MasterForKey(ctx, e.Channel)
 		cancel()
 		if err != nil {
@@ -362,15 +342,15 @@ func (s *clusterSubscriber) recheck(n *shardNode) (client *redis.Client, done bo
 func (s *clusterSubscriber) read(n *shardNode, ps *redis.PubSub) {
 	idle := 0
 	for {
-		m, err := ps.ReceiveTimeout(s.ctx, shardIdle)
+		m, err := ps.ReceiveTimeout(s.life.Ctx(), shardIdle)
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && s.ctx.Err() == nil {
+			if errors.As(err, &ne) && ne.Timeout() && !s.life.Ended() {
 				idle++
 				if idle > 1 { // a PING went unanswered for a whole period
 					return
 				}
-				if ps.Ping(s.ctx) != nil {
+				if ps.Ping(s.life.Ctx()) != nil {
 					return
 				}
 				continue
@@ -386,16 +366,12 @@ func (s *clusterSubscriber) read(n *shardNode, ps *redis.PubSub) {
 		idle = 0
 		switch m := m.(type) {
 		case *redis.Message:
-			s.mu.Lock()
-			e := n.chans[m.Channel]
-			// e may be nil (a message for a channel given up).
-			var fns wakefns.Snapshot
-			var we *wakefns.Entry
-			if e != nil && e.live {
-				fns, we = e.Fns.Snapshot(), &e.Entry
-			}
-			s.mu.Unlock()
-			wakefns.Message(we, fns, m.Payload)
+			wakefns.Receive(&s.mu, func() *wakefns.Entry {
+				if e := n.chans[m.Channel]; e != nil && e.live {
+					return &e.Entry
+				}
+				return nil
+			}, m.Payload)
 		case *redis.Subscription:
 			switch m.Kind {
 			case "ssubscribe":
@@ -457,7 +433,7 @@ func (s *clusterSubscriber) reply(n *shardNode, msg string) bool {
 		defer s.mu.Unlock()
 		for _, e := range n.chans {
 			if e.slot == slot && !e.live {
-				s.routeLocked(e, shardMinDelay, true)
+				s.routeLocked(e, wakefns.MinDelay, true)
 			}
 		}
 		return true
@@ -498,7 +474,7 @@ func (s *clusterSubscriber) close() error {
 		}
 	}
 	s.mu.Unlock()
-	s.stop()
+	s.life.End()
 	for _, ps := range pss {
 		_ = ps.Close()
 	}

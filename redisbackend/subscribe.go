@@ -125,16 +125,12 @@ func (s *subscriber) receive(ch <-chan any) {
 	for m := range ch {
 		switch m := m.(type) {
 		case *redis.Message:
-			s.mu.Lock()
-			e := s.chans[m.Channel]
-			// e may be nil (a message for a channel given up).
-			var fns wakefns.Snapshot
-			var we *wakefns.Entry
-			if e != nil && e.Settled() {
-				fns, we = e.Fns.Snapshot(), &e.Entry
-			}
-			s.mu.Unlock()
-			wakefns.Message(we, fns, m.Payload)
+			wakefns.Receive(&s.mu, func() *wakefns.Entry {
+				if e := s.chans[m.Channel]; e != nil && e.Settled() {
+					return &e.Entry
+				}
+				return nil
+			}, m.Payload)
 		case *redis.Subscription:
 			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
 				continue

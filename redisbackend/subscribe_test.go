@@ -32,14 +32,7 @@ func (e *env) commandCalls(cmd string) int64 {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
-			var n int64
-			fmt.Sscanf(rest, "%d", &n)
-			return n
-		}
-	}
-	return 0
+	return redistest.CommandStat(e.t, info, cmd, "calls")
 }
 
 // TestSubscribeIsConfirmed: a message published by another client right
@@ -50,11 +43,7 @@ func TestSubscribeIsConfirmed(t *testing.T) {
 	for i := range 20 {
 		b, _ := e.backend(nil)
 		id := fmt.Sprintf("s%d", i)
-		w := adaptertest.NewWakes()
-		cancel, err := b.Subscribe(ctx, id, w.Fn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w, cancel := adaptertest.Subscribe(t, b, id)
 		if n := e.raw.Publish(ctx, b.Inbox(id), adaptertest.InboxMsg(id, ":tok")).Val(); n != 1 {
 			t.Fatalf("round %d: PUBLISH right after Subscribe reached %d subscribers, want 1", i, n)
 		}
@@ -87,19 +76,9 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 		return n
 	}
 	subs := e.commandCalls("subscribe")
-	w1, w2, w3 := adaptertest.NewWakes(), adaptertest.NewWakes(), adaptertest.NewWakes()
-	c1, err := b.Subscribe(ctx, "x", w1.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2, err := b.Subscribe(ctx, "x", w2.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c3, err := b.Subscribe(ctx, "y", w3.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w1, c1 := adaptertest.Subscribe(t, b, "x")
+	w2, c2 := adaptertest.Subscribe(t, b, "x")
+	w3, c3 := adaptertest.Subscribe(t, b, "y")
 	if got := e.commandCalls("subscribe") - subs; got != 1 {
 		t.Fatalf("three Subscribes of two ids sent %d SUBSCRIBE commands, want 1 (the inbox's)", got)
 	}
@@ -118,9 +97,7 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	if a, b := w1.Next(t), w2.Next(t); a != (backend.Wake{ID: "x", Token: "T1"}) || b != a {
 		t.Fatalf("wakes of x = %+v, %+v", a, b)
 	}
-	if x := w3.Next(t); x != (backend.Wake{ID: "y", Token: "T2"}) {
-		t.Fatalf("wake of y = %+v", x)
-	}
+	w3.Expect(t, "wake of y", backend.Wake{ID: "y", Token: "T2"})
 	c1()
 	c1() // idempotent
 	e.raw.Publish(ctx, inbox, adaptertest.InboxMsg("x", ":T3"))
@@ -142,8 +119,7 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 // before the confirmation leaves nothing subscribed, and the id can be
 // subscribed again.
 func TestSubscribeGivenUpBeforeConfirmation(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	e, b := newEnvBackend(t)
 	ch := b.keyNames("g").Channel
 	for range 20 {
 		cctx, cancel := context.WithCancel(ctx)
@@ -161,9 +137,7 @@ func TestSubscribeGivenUpBeforeConfirmation(t *testing.T) {
 	}
 	defer c()
 	e.raw.Publish(ctx, ch, "again")
-	if x := w.Next(t); x != (backend.Wake{ID: "g", Token: "again"}) {
-		t.Fatalf("wake after resubscribing = %+v", x)
-	}
+	w.Expect(t, "wake after resubscribing", backend.Wake{ID: "g", Token: "again"})
 }
 
 // TestReconnectWakesAll: when the pub/sub connection drops, go-redis
@@ -173,37 +147,23 @@ func TestReconnectWakesAll(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnvAt(t, srv.Addr)
 	b, _ := e.backend(nil)
-	wa, wb := adaptertest.NewWakes(), adaptertest.NewWakes()
-	ca, err := b.Subscribe(ctx, "ra", wa.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wa, ca := adaptertest.Subscribe(t, b, "ra")
 	defer ca()
-	cb, err := b.Subscribe(ctx, "rb", wb.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wb, cb := adaptertest.Subscribe(t, b, "rb")
 	defer cb()
 	if n, err := e.raw.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n != 1 {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want the backend's one connection", n, err)
 	}
-	if x := wa.Next(t); x != (backend.Wake{ID: "ra", All: true}) {
-		t.Fatalf("wake of ra after reconnect = %+v, want All", x)
-	}
-	if x := wb.Next(t); x != (backend.Wake{ID: "rb", All: true}) {
-		t.Fatalf("wake of rb after reconnect = %+v, want All", x)
-	}
+	wa.Expect(t, "wake of ra after reconnect", backend.Wake{ID: "ra", All: true})
+	wb.Expect(t, "wake of rb after reconnect", backend.Wake{ID: "rb", All: true})
 	e.raw.Publish(ctx, b.Inbox("ra"), adaptertest.InboxMsg("ra", ":after"))
-	if x := wa.Next(t); x != (backend.Wake{ID: "ra", Token: "after"}) {
-		t.Fatalf("wake after reconnect = %+v", x)
-	}
+	wa.Expect(t, "wake after reconnect", backend.Wake{ID: "ra", Token: "after"})
 }
 
 // TestCloseLeavesNoGoroutine: Close ends the receive goroutine and
 // go-redis's pub/sub goroutines, and ends a pending Subscribe.
 func TestCloseLeavesNoGoroutine(t *testing.T) {
-	e := newEnv(t)
-	b, _ := e.backend(nil)
+	_, b := newEnvBackend(t)
 	if _, err := b.Subscribe(ctx, "c", func(backend.Wake) {}); err != nil {
 		t.Fatal(err)
 	}

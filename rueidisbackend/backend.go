@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -145,8 +146,9 @@ var (
 // With caching on (the default) the client tracks the Backend's inbox keys
 // and wake-ups come from their invalidations; with
 // ClientOption.DisableCache, or when the server cannot track (rueidis
-// reports rueidis.ErrNoCache: Redis < 6 or no RESP3), wake-ups come from
-// pub/sub. Mode reports which one is in use.
+// reports rueidis.ErrNoCache: Redis < 6 or no RESP3; or INFO names a Redis
+// older than 6.2), wake-ups come from pub/sub. Mode reports which one is
+// in use.
 func New(opts Options) (*Backend, error) {
 	b, err := newBackend(&opts)
 	if err != nil {
@@ -162,8 +164,10 @@ func New(opts Options) (*Backend, error) {
 	}
 	if !o.DisableCache {
 		base := b.cfg.Keyspace().InboxBase(b.cfg.Process())
-		b.track = newTracker(base, b.inbox, o.OnInvalidations)
+		watch := newConnWatch()
+		b.track = newTracker(base, b.inbox, watch, o.OnInvalidations)
 		t := o
+		t.DialCtxFn = watch.dialer(o)
 		t.OnInvalidations = b.track.onInvalidations
 		t.ClientTrackingOptions = trackingOptions(base)
 		t.PipelineMultiplex = -1
@@ -171,6 +175,10 @@ func New(opts Options) (*Backend, error) {
 		t.AlwaysRESP2 = false
 		t.BlockingPipeline = math.MaxInt32
 		client, err := build(t)
+		if err == nil && !canTrack(client) {
+			client.Close() // Redis 6.0: no LPOP count for the drain
+			err = rueidis.ErrNoCache
+		}
 		if err == nil {
 			b.client, b.owned, b.mode = client, true, Tracking
 			b.bind()
@@ -191,6 +199,41 @@ func New(opts Options) (*Backend, error) {
 	b.listen()
 	b.bind()
 	return b, nil
+}
+
+// canTrack reports whether the server can serve Tracking mode: Redis 6.2
+// or newer, whose LPOP takes a count (the drain's). A server that does not
+// answer INFO, or names no version, is given the benefit of the doubt.
+func canTrack(client rueidis.Client) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+	defer cancel()
+	info, err := client.Do(ctx, client.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		return true
+	}
+	return versionAtLeast(info, 6, 2)
+}
+
+// versionAtLeast reports whether INFO's redis_version is major.minor or
+// newer; true when info names no version it can read.
+func versionAtLeast(info string, major, minor int) bool {
+	for line := range strings.Lines(info) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
+		if !ok {
+			continue
+		}
+		parts := strings.SplitN(v, ".", 3)
+		if len(parts) < 2 {
+			return true
+		}
+		ma, err1 := strconv.Atoi(parts[0])
+		mi, err2 := strconv.Atoi(parts[1])
+		if err1 != nil || err2 != nil {
+			return true
+		}
+		return ma > major || ma == major && mi >= minor
+	}
+	return true
 }
 
 // pingNodes PINGs the server, or on Redis Cluster every master, each

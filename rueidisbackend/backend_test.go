@@ -66,12 +66,7 @@ func TestNewOptions(t *testing.T) {
 	// only keys its client tracks.
 	other, _ := e.backend(Tracking, nil) // same prefix
 	mustAcquire(t, other, req("inv", "A", false))
-	w := adaptertest.NewWakes()
-	cancel, err := b.Subscribe(ctx, "inv", w.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	w := adaptertest.Subscribed(t, b, "inv")
 	if g := mustAcquire(t, b, req("inv", "B", true)); !g.Queued {
 		t.Fatalf("B = %+v, want queued", g)
 	}
@@ -145,12 +140,7 @@ func TestNewFallsBackToPubSub(t *testing.T) {
 	if b.Mode() != PubSub || !slices.Equal(calls, []bool{false, true}) {
 		t.Fatalf("mode %v after builds with DisableCache %v, want pubsub after [false true]", b.Mode(), calls)
 	}
-	w := adaptertest.NewWakes()
-	cancel, err := b.Subscribe(ctx, "f", w.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	w := adaptertest.Subscribed(t, b, "f")
 	p, _ := e.backend(PubSub, nil)
 	mustAcquire(t, p, req("f", "P", false))
 	mustAcquire(t, b, req("f", "B", true))
@@ -189,22 +179,12 @@ func TestPubSubSubscriptions(t *testing.T) {
 		n, _ := v[1].AsInt64()
 		return n
 	}
-	w1, w2, w3 := adaptertest.NewWakes(), adaptertest.NewWakes(), adaptertest.NewWakes()
-	c1, err := b.Subscribe(ctx, "s", w1.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w1, c1 := adaptertest.Subscribe(t, b, "s")
 	if numsub(ch) != 1 {
 		t.Fatal("Subscribe returned before the server had the subscription")
 	}
-	c2, err := b.Subscribe(ctx, "s", w2.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c3, err := b.Subscribe(ctx, "t", w3.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w2, c2 := adaptertest.Subscribe(t, b, "s")
+	w3, c3 := adaptertest.Subscribe(t, b, "t")
 	if subs := c.takeSubs(); !slices.Equal(subs, []string{"subscribe"}) {
 		t.Fatalf("three Subscribes of two ids sent %v, want one SUBSCRIBE (the inbox's)", subs)
 	}

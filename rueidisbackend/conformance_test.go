@@ -3,9 +3,7 @@ package rueidisbackend_test
 import (
 	"testing"
 
-	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/redisharness"
-	"github.com/redislocker/lock/internal/redistest"
 	"github.com/redislocker/lock/rueidisbackend"
 )
 
@@ -13,9 +11,7 @@ import (
 // redis-server with client-side caching on: every Backend is built by New
 // and learns of released and expired locks from invalidations.
 func TestConformanceTracking(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness {
-		return redisharness.Rueidis(t, redisharness.Server(redistest.Addr(t)), rueidisbackend.Tracking, nil)
-	})
+	redisharness.RunRueidis(t, redisharness.SharedServer, rueidisbackend.Tracking, nil)
 }
 
 // TestConformancePubSub runs the suite with caching off: every Backend is
@@ -23,7 +19,5 @@ func TestConformanceTracking(t *testing.T) {
 // its waiters from the scripts' PUBLISH over one dedicated pub/sub
 // connection.
 func TestConformancePubSub(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness {
-		return redisharness.Rueidis(t, redisharness.Server(redistest.Addr(t)), rueidisbackend.PubSub, nil)
-	})
+	redisharness.RunRueidis(t, redisharness.SharedServer, rueidisbackend.PubSub, nil)
 }

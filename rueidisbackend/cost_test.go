@@ -1,8 +1,6 @@
 package rueidisbackend
 
 import (
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -90,16 +88,5 @@ func (e *env) calls(name string) int64 {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":calls=")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseInt(rest[:strings.IndexByte(rest+",", ',')], 10, 64)
-		if err != nil {
-			e.t.Fatalf("commandstats %q: %v", line, err)
-		}
-		return n
-	}
-	return 0
+	return redistest.CommandStat(e.t, info, name, "calls")
 }

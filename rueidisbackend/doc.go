@@ -60,7 +60,13 @@
 //     (which dials a new tracking connection) until the server answers,
 //     drains the inbox keys of its subscribed ids, and only then delivers
 //     Wake{ID, All: true} for every subscribed id, so that every waiter
-//     re-checks.
+//     re-checks. The Backend watches the client's connections (it wraps
+//     ClientOption's dialer, which it still calls) and leaves the Wake{All}
+//     out when no listener was lost: when each connection that closed had
+//     carried no command, or another connection to its node was tracking
+//     before it closed and still is. A cluster client closes such spare
+//     connections after its start-up; the drain delivers what the inboxes
+//     hold either way.
 //
 // What the inbox does not report is what pub/sub does not report either:
 // a lease that expires with no step (the head re-checks at the holder's
@@ -72,8 +78,9 @@
 //
 // Pub/sub is used with ClientOption.DisableCache, with NewWithClient, and
 // when rueidis reports rueidis.ErrNoCache while New builds the tracking
-// client (Redis < 6, or no RESP3, e.g. some proxies and managed services;
-// New then builds the client again with DisableCache). The scripts then
+// client (Redis < 6, or no RESP3, e.g. some proxies and managed services),
+// or when the server's INFO names a Redis older than 6.2 (New then builds
+// the client again with DisableCache). The scripts then
 // PUBLISH the head's wake-up on its process's inbox channel (named as the
 // inbox key above), which the Backend subscribes to on one dedicated
 // connection from the client's pool, and routes to each id's subscribers.

@@ -2,7 +2,6 @@ package rueidisbackend
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidishook"
-	"go.uber.org/goleak"
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/adaptertest"
@@ -21,16 +19,7 @@ import (
 // TestMain runs the tests against the shared redis-server and then checks
 // that no goroutine outlived them (every Backend and client is closed by
 // its test's cleanup).
-func TestMain(m *testing.M) {
-	code := redistest.Main(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak: goroutines left after the tests:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(redistest.NoLeaks(redistest.Main(m))) }
 
 var ctx = context.Background()
 

@@ -30,15 +30,13 @@ import (
 // Wake{ID, All: true}, since messages may have been lost in between.
 type pubsub struct {
 	client rueidis.Client
-	ctx    context.Context // cancelled by close; bounds the supervisor's commands
-	stop   context.CancelFunc
+	life   wakefns.Life // ends at close; bounds the supervisor's commands
 
 	mu      sync.Mutex
 	chans   map[string]*psEntry
 	started bool
 	closed  bool
 	kick    chan struct{} // capacity 1: the supervisor has work
-	closing chan struct{} // closed by close
 	done    chan struct{} // closed when the supervisor has returned
 }
 
@@ -47,22 +45,13 @@ type psEntry struct {
 	sent          bool // SUBSCRIBE sent on the current connection
 }
 
-// Reconnect delays of the supervisor.
-const (
-	minRedial = 20 * time.Millisecond
-	maxRedial = 2 * time.Second
-)
-
 func newPubsub(client rueidis.Client) *pubsub {
-	ctx, stop := context.WithCancel(context.Background())
 	return &pubsub{
-		client:  client,
-		ctx:     ctx,
-		stop:    stop,
-		chans:   make(map[string]*psEntry),
-		kick:    make(chan struct{}, 1),
-		closing: make(chan struct{}),
-		done:    make(chan struct{}),
+		client: client,
+		life:   wakefns.NewLife(),
+		chans:  make(map[string]*psEntry),
+		kick:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
 	}
 }
 
@@ -89,7 +78,7 @@ func (s *pubsub) subscribe(ctx context.Context, id, channel string, fn func(back
 		s.chans[channel] = e
 		s.wake()
 	}
-	return e.Join(ctx, fn, s.mu.Unlock, s.closing, func(key uint64) { s.unsubscribe(e, key) })
+	return e.Join(ctx, fn, s.mu.Unlock, s.life.Done(), func(key uint64) { s.unsubscribe(e, key) })
 }
 
 func (s *pubsub) unsubscribe(e *psEntry, key uint64) {
@@ -106,15 +95,11 @@ func (s *pubsub) supervise() {
 	delay := time.Duration(0)
 	for {
 		if delay > 0 {
-			t := time.NewTimer(delay)
-			select {
-			case <-s.closing:
-				t.Stop()
+			if !wakefns.Sleep(s.life.Done(), delay) {
 				return
-			case <-t.C:
 			}
 		}
-		if s.isClosing() {
+		if s.life.Ended() {
 			return
 		}
 		dc, release := s.client.Dedicate()
@@ -128,20 +113,16 @@ func (s *pubsub) supervise() {
 		err := s.serve(dc, errs)
 		dc.SetPubSubHooks(rueidis.PubSubHooks{})
 		release()
-		if s.isClosing() {
+		if s.life.Ended() {
 			return
 		}
 		// Callers still waiting for a first confirmation get the error; the
 		// subscriptions already confirmed are restored on the next connection.
 		s.failUnconfirmed(err)
-		switch {
-		case time.Since(start) > maxRedial:
-			delay = minRedial
-		case delay < minRedial:
-			delay = minRedial
-		default:
-			delay = min(2*delay, maxRedial)
+		if time.Since(start) > wakefns.MaxDelay {
+			delay = 0 // it worked for a while: retry soon
 		}
+		delay = wakefns.NextDelay(delay)
 	}
 }
 
@@ -151,12 +132,12 @@ func (s *pubsub) serve(dc rueidis.DedicatedClient, errs <-chan error) error {
 	for {
 		subs, unsubs := s.pending()
 		if len(unsubs) > 0 {
-			if err := dc.Do(s.ctx, dc.B().Unsubscribe().Channel(unsubs...).Build()).Error(); err != nil {
+			if err := dc.Do(s.life.Ctx(), dc.B().Unsubscribe().Channel(unsubs...).Build()).Error(); err != nil {
 				return err
 			}
 		}
 		if len(subs) > 0 {
-			err := dc.Do(s.ctx, dc.B().Subscribe().Channel(subs...).Build()).Error()
+			err := dc.Do(s.life.Ctx(), dc.B().Subscribe().Channel(subs...).Build()).Error()
 			if _, ok := rueidis.IsRedisErr(err); ok {
 				s.fail(subs, err) // refused (e.g. an ACL): the connection is fine
 			} else if err != nil {
@@ -170,7 +151,7 @@ func (s *pubsub) serve(dc rueidis.DedicatedClient, errs <-chan error) error {
 				err = errors.New("rueidisbackend: pub/sub connection closed")
 			}
 			return err
-		case <-s.closing:
+		case <-s.life.Done():
 			return backend.ErrClosed
 		}
 	}
@@ -222,16 +203,12 @@ func (s *pubsub) failUnconfirmed(err error) {
 }
 
 func (s *pubsub) onMessage(m rueidis.PubSubMessage) {
-	s.mu.Lock()
-	e := s.chans[m.Channel]
-	// e may be nil (a message for a channel given up).
-	var fns wakefns.Snapshot
-	var we *wakefns.Entry
-	if e != nil && e.Settled() && !s.closed {
-		fns, we = e.Fns.Snapshot(), &e.Entry
-	}
-	s.mu.Unlock()
-	wakefns.Message(we, fns, m.Message)
+	wakefns.Receive(&s.mu, func() *wakefns.Entry {
+		if e := s.chans[m.Channel]; e != nil && e.Settled() && !s.closed {
+			return &e.Entry
+		}
+		return nil
+	}, m.Message)
 }
 
 func (s *pubsub) onSubscription(sub rueidis.PubSubSubscription) {
@@ -251,24 +228,14 @@ func (s *pubsub) onSubscription(sub rueidis.PubSubSubscription) {
 	}
 }
 
-func (s *pubsub) isClosing() bool {
-	select {
-	case <-s.closing:
-		return true
-	default:
-		return false
-	}
-}
-
 // close stops the supervisor and waits for it; its connection goes back
 // to the client's pool without subscriptions.
 func (s *pubsub) close() {
 	s.mu.Lock()
 	s.closed = true
 	started := s.started
-	close(s.closing)
+	s.life.End()
 	s.mu.Unlock()
-	s.stop()
 	if started {
 		<-s.done
 	}

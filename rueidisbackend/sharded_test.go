@@ -44,9 +44,7 @@ func TestShardedOnOneServer(t *testing.T) {
 		t.Fatalf("PUBSUB SHARDNUMSUB = %d, want the Backend's one", v)
 	}
 	e.do("CLIENT", "KILL", "TYPE", "pubsub")
-	if x := w.Next(t); x != (backend.Wake{ID: "h", All: true}) {
-		t.Fatalf("wake after the reconnect = %+v, want All", x)
-	}
+	w.Expect(t, "wake after the reconnect", backend.Wake{ID: "h", All: true})
 	if err := waiter.Leave(ctx, "h", "W"); err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,7 @@ import (
 // that, so that the old SUNSUBSCRIBE never undoes the new SSUBSCRIBE.
 type spubsub struct {
 	client rueidis.Client
-	ctx    context.Context // cancelled by close
-	stop   context.CancelFunc
+	life   wakefns.Life // ends at close
 
 	mu       sync.Mutex
 	chans    map[string]*spEntry
@@ -53,9 +52,7 @@ type spEntry struct {
 const unsubscribeTimeout = 5 * time.Second
 
 func newSpubsub(client rueidis.Client) *spubsub {
-	s := &spubsub{client: client, chans: map[string]*spEntry{}, retiring: map[string]*spEntry{}}
-	s.ctx, s.stop = context.WithCancel(context.Background())
-	return s
+	return &spubsub{client: client, life: wakefns.NewLife(), chans: map[string]*spEntry{}, retiring: map[string]*spEntry{}}
 }
 
 func (s *spubsub) subscribe(ctx context.Context, id, channel string, fn func(backend.Wake)) (func(), error) {
@@ -68,7 +65,7 @@ func (s *spubsub) subscribe(ctx context.Context, id, channel string, fn func(bac
 	case e == nil:
 		// A new entry with a goroutine of its own, which waits for the
 		// one it replaces (retiring) to have unsubscribed.
-		rctx, cancel := context.WithCancel(s.ctx)
+		rctx, cancel := context.WithCancel(s.life.Ctx())
 		e = &spEntry{Entry: wakefns.NewEntry(id, channel), cancel: cancel, done: make(chan struct{})}
 		if old := s.retiring[channel]; old != nil {
 			e.prev = old.done
@@ -77,7 +74,7 @@ func (s *spubsub) subscribe(ctx context.Context, id, channel string, fn func(bac
 		s.wg.Add(1)
 		go s.run(e, rctx)
 	}
-	return e.Join(ctx, fn, s.mu.Unlock, s.ctx.Done(), func(key uint64) { s.unsubscribe(e, key) })
+	return e.Join(ctx, fn, s.mu.Unlock, s.life.Done(), func(key uint64) { s.unsubscribe(e, key) })
 }
 
 func (s *spubsub) unsubscribe(e *spEntry, key uint64) {
@@ -137,21 +134,11 @@ func (s *spubsub) run(e *spEntry, ctx context.Context) {
 				return
 			}
 		}
-		if time.Since(start) > maxRedial {
+		if time.Since(start) > wakefns.MaxDelay {
 			delay = 0
 		}
-		switch {
-		case delay < minRedial:
-			delay = minRedial
-		default:
-			delay = min(2*delay, maxRedial)
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
+		delay = wakefns.NextDelay(delay)
+		wakefns.Sleep(ctx.Done(), delay)
 	}
 	if !sent {
 		return
@@ -176,14 +163,12 @@ func (s *spubsub) confirm(e *spEntry) {
 }
 
 func (s *spubsub) message(e *spEntry, m rueidis.PubSubMessage) {
-	s.mu.Lock()
-	fns := e.Fns.Snapshot()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return
-	}
-	wakefns.Message(&e.Entry, fns, m.Message)
+	wakefns.Receive(&s.mu, func() *wakefns.Entry {
+		if s.closed {
+			return nil
+		}
+		return &e.Entry
+	}, m.Message)
 }
 
 // fail ends e's first Subscribe with err and reports whether e is done
@@ -206,7 +191,7 @@ func (s *spubsub) close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	s.stop()
+	s.life.End()
 	s.wg.Wait()
 }
 

@@ -29,17 +29,22 @@ import (
 // kept back (Redis 7.0 ignores NOLOOP for scripts in broadcasting mode),
 // so the Backend's own steps' wake-ups for its own waiters come too.
 //
-// A nil invalidation is rueidis telling that the connection is gone or the
+// A nil invalidation is rueidis telling that a connection is gone or the
 // server flushed everything. A connection that is gone is dialled again on
 // the next command, and a write while it was down told nobody. So the
 // tracker PINGs through the client until the server answers, drains every
 // inbox that serves a subscribed id, and only then delivers Wake{ID, All:
 // true} to every subscribed id, as the pub/sub mode does on
 // re-subscription. A re-check sent while the server is unreachable would
-// fail the waiting call instead.
+// fail the waiting call instead. The drain delivers what was written to
+// the inboxes meanwhile; the Wake{All} covers what the server lost. It is
+// left out when the connWatch shows that every connection that closed
+// listened for nothing, or that another connection to its node listened
+// all along (the spare connections a cluster client's start-up closes).
 type tracker struct {
 	base  string                       // every inbox key starts with it
 	inbox *wakefns.Inbox               // the Backend's: registrations, delivery
+	watch *connWatch                   // the client's connections; nil: every nil invalidation is a loss
 	user  func([]rueidis.RedisMessage) // the caller's own OnInvalidations, if any
 	ping  func(context.Context) error
 	drain func(context.Context, []string) ([][]string, error)
@@ -51,23 +56,19 @@ type tracker struct {
 	recovering bool // a recover goroutine runs
 	again      bool // another nil invalidation came while it ran
 	kick       chan struct{}
-	closing    chan struct{}
-	ctx        context.Context // cancelled by close; bounds the commands
-	stop       context.CancelFunc
+	life       wakefns.Life   // ends at close; bounds the commands
 	wg         sync.WaitGroup // the drain and recover goroutines
 }
 
 // pingTimeout bounds one PING of the recovery, and one drain.
 const pingTimeout = 5 * time.Second
 
-func newTracker(base string, inbox *wakefns.Inbox, user func([]rueidis.RedisMessage)) *tracker {
-	ctx, stop := context.WithCancel(context.Background())
+func newTracker(base string, inbox *wakefns.Inbox, watch *connWatch, user func([]rueidis.RedisMessage)) *tracker {
 	return &tracker{
-		base: base, inbox: inbox, user: user,
+		base: base, inbox: inbox, watch: watch, user: user,
 		pending: make(map[string]bool),
 		kick:    make(chan struct{}, 1),
-		closing: make(chan struct{}),
-		ctx:     ctx, stop: stop,
+		life:    wakefns.NewLife(),
 	}
 }
 
@@ -128,7 +129,7 @@ func (t *tracker) drainLoop() {
 	delay := time.Duration(0)
 	for {
 		select {
-		case <-t.closing:
+		case <-t.life.Done():
 			return
 		case <-t.kick:
 		}
@@ -151,8 +152,8 @@ func (t *tracker) drainLoop() {
 			t.pending[k] = true
 		}
 		t.mu.Unlock()
-		delay = min(max(2*delay, minRedial), maxRedial)
-		if !t.sleep(delay) {
+		delay = wakefns.NextDelay(delay)
+		if !wakefns.Sleep(t.life.Done(), delay) {
 			return
 		}
 		select {
@@ -164,7 +165,7 @@ func (t *tracker) drainLoop() {
 
 // drainNow drains keys and delivers their messages.
 func (t *tracker) drainNow(keys []string) error {
-	ctx, cancel := context.WithTimeout(t.ctx, pingTimeout)
+	ctx, cancel := context.WithTimeout(t.life.Ctx(), pingTimeout)
 	msgs, err := t.drain(ctx, keys)
 	cancel()
 	for _, ms := range msgs {
@@ -193,18 +194,19 @@ func (t *tracker) lost() {
 }
 
 // recover PINGs until the server answers on a new connection, drains the
-// inboxes of the subscribed ids, then wakes every subscribed id with All.
+// inboxes of the subscribed ids, then wakes every subscribed id with All
+// if an invalidation may have been lost.
 func (t *tracker) recover() {
 	defer t.wg.Done()
 	delay := time.Duration(0)
 	for {
-		if delay > 0 && !t.sleep(delay) {
+		if delay > 0 && !wakefns.Sleep(t.life.Done(), delay) {
 			return
 		}
 		t.mu.Lock()
 		t.again = false
 		t.mu.Unlock()
-		ctx, cancel := context.WithTimeout(t.ctx, pingTimeout)
+		ctx, cancel := context.WithTimeout(t.life.Ctx(), pingTimeout)
 		err := t.ping(ctx)
 		cancel()
 		if err == nil {
@@ -220,30 +222,17 @@ func (t *tracker) recover() {
 		if err == nil && !t.again {
 			t.recovering = false
 			t.mu.Unlock()
-			t.inbox.Resubscribed("")
+			if t.watch == nil || t.watch.lost() {
+				t.inbox.Resubscribed("")
+			}
 			return
 		}
 		t.mu.Unlock()
-		switch {
-		case err == nil:
+		if err == nil {
 			delay = 0 // lost again meanwhile: ping again at once
-		case delay < minRedial:
-			delay = minRedial
-		default:
-			delay = min(2*delay, maxRedial)
+		} else {
+			delay = wakefns.NextDelay(delay)
 		}
-	}
-}
-
-// sleep waits d and reports true, or false as soon as the tracker closes.
-func (t *tracker) sleep(d time.Duration) bool {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-t.closing:
-		return false
-	case <-tm.C:
-		return true
 	}
 }
 
@@ -252,8 +241,7 @@ func (t *tracker) close() {
 	t.mu.Lock()
 	if !t.closed {
 		t.closed = true
-		close(t.closing)
-		t.stop()
+		t.life.End()
 	}
 	t.mu.Unlock()
 	t.wg.Wait()

@@ -77,12 +77,7 @@ func TestInboxWakesOnlyTheHeadsProcess(t *testing.T) {
 func TestOwnProcessWakes(t *testing.T) {
 	e := newEnv(t)
 	w, _ := e.backend(Tracking, nil)
-	x := adaptertest.NewWakes()
-	cancel, err := w.Subscribe(ctx, "x", x.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	x := adaptertest.Subscribed(t, w, "x")
 	mustAcquire(t, w, req("x", "H", false))
 	if g := mustAcquire(t, w, req("x", "Q", true)); !g.Queued {
 		t.Fatalf("Q = %+v, want queued", g)
@@ -208,17 +203,10 @@ func (e *env) namedOption(name string) rueidis.ClientOption {
 func TestFlushAllWakesAll(t *testing.T) {
 	e := newEnvAt(t, redistest.Start(t).Addr)
 	w, _ := e.backend(Tracking, nil)
-	x := adaptertest.NewWakes()
-	cancel, err := w.Subscribe(ctx, "x", x.Fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
+	x := adaptertest.Subscribed(t, w, "x")
 	mustAcquire(t, w, req("x", "W", true)) // any read tracks something
 	e.do("FLUSHALL")
-	if got := x.Next(t); got != (backend.Wake{ID: "x", All: true}) {
-		t.Fatalf("FLUSHALL woke %+v, want {ID: x, All: true}", got)
-	}
+	x.Expect(t, "FLUSHALL", backend.Wake{ID: "x", All: true})
 }
 
 // TestRecoversAfterOutage: the backend's connections are cut and new ones
@@ -234,12 +222,7 @@ func TestRecoversAfterOutage(t *testing.T) {
 			co := e.clientOption()
 			co.InitAddress = []string{proxy.Addr()}
 			w, _ := e.backend(mode, &Options{ClientOption: co})
-			x := adaptertest.NewWakes()
-			cancel, err := w.Subscribe(ctx, "x", x.Fn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cancel()
+			x := adaptertest.Subscribed(t, w, "x")
 			mustAcquire(t, p, req("x", "P", false))
 			mustAcquire(t, w, req("x", "W", true))
 			proxy.Refuse(true)

@@ -47,7 +47,6 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/scripts"
 )
 
 func main() {
@@ -157,15 +156,8 @@ func dispatch(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	client := redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs: addrs, DialTimeout: cfg.timeout, ReadTimeout: cfg.timeout, WriteTimeout: cfg.timeout,
-		MaxRetries: 1, DialerRetries: 2, ContextTimeoutEnabled: true,
-	})
-	defer client.Close()
-	t := &tool{ctx: ctx, client: client, ks: ks, timeout: cfg.timeout, publish: scripts.Classic}
-	if cfg.sharded {
-		t.publish = scripts.Sharded
-	}
+	t := newTool(ctx, addrs, ks, cfg.timeout, cfg.sharded)
+	defer t.client.Close()
 	return do(t)
 }
 

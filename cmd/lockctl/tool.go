@@ -24,6 +24,21 @@ type tool struct {
 	publish scripts.Publish
 }
 
+// newTool returns the tool for the deployment at addrs, on a client of its
+// own (the caller closes it), each call bounded by timeout; sharded wakes
+// with SPUBLISH.
+func newTool(ctx context.Context, addrs []string, ks keys.Keyspace, timeout time.Duration, sharded bool) *tool {
+	client := redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs: addrs, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
+		MaxRetries: 1, DialerRetries: 2, ContextTimeoutEnabled: true,
+	})
+	t := &tool{ctx: ctx, client: client, ks: ks, timeout: timeout, publish: scripts.Classic}
+	if sharded {
+		t.publish = scripts.Sharded
+	}
+	return t
+}
+
 // eval runs s with EVALSHA, and EVAL when the server does not know it,
 // bounded by the timeout.
 func (t *tool) eval(s scripts.Script, k, a []string) *redis.Cmd {

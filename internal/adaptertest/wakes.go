@@ -1,6 +1,7 @@
 package adaptertest
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -16,6 +17,26 @@ type Wakes struct{ ch chan backend.Wake }
 // NewWakes returns an empty collector.
 func NewWakes() *Wakes { return &Wakes{ch: make(chan backend.Wake, 1000)} }
 
+// Subscribe subscribes a new collector to id on b, failing t on an error,
+// and returns it and the subscription's cancel.
+func Subscribe(t testing.TB, b backend.Backend, id string) (*Wakes, func()) {
+	t.Helper()
+	w := NewWakes()
+	cancel, err := b.Subscribe(context.Background(), id, w.Fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, cancel
+}
+
+// Subscribed is Subscribe with the subscription cancelled when t ends.
+func Subscribed(t testing.TB, b backend.Backend, id string) *Wakes {
+	t.Helper()
+	w, cancel := Subscribe(t, b, id)
+	t.Cleanup(cancel)
+	return w
+}
+
 // Fn receives one wake-up. It panics when the buffer is full, which only
 // a test that never reads its wake-ups reaches.
 func (w *Wakes) Fn(x backend.Wake) {
@@ -30,6 +51,14 @@ func (w *Wakes) Fn(x backend.Wake) {
 func (w *Wakes) Next(t testing.TB) backend.Wake {
 	t.Helper()
 	return w.NextMatching(t, "wake-up", func(backend.Wake) bool { return true })
+}
+
+// Expect fails t unless the next wake-up, the one after what, is want.
+func (w *Wakes) Expect(t testing.TB, what string, want backend.Wake) {
+	t.Helper()
+	if got := w.Next(t); got != want {
+		t.Fatalf("%s: %+v, want %+v", what, got, want)
+	}
 }
 
 // NextMatching returns the first wake-up that satisfies ok, skipping

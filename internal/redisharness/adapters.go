@@ -7,11 +7,27 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/notifyconn"
 	"github.com/redislocker/lock/internal/redistest"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
+
+// SharedServer is the test binary's shared server ([redistest.Addr]).
+func SharedServer(t *testing.T) Target { return Server(redistest.Addr(t)) }
+
+// RunGoRedis runs the conformance suite with GoRedis harnesses (opts) on
+// the deployment target returns for each property.
+func RunGoRedis(t *testing.T, target func(*testing.T) Target, opts *redisbackend.Options) {
+	conformance.Run(t, func(t *testing.T) conformance.Harness { return GoRedis(t, target(t), opts) })
+}
+
+// RunRueidis runs the conformance suite with Rueidis harnesses (mode,
+// opts) on the deployment target returns for each property.
+func RunRueidis(t *testing.T, target func(*testing.T) Target, mode rueidisbackend.Mode, opts *rueidisbackend.Options) {
+	conformance.Run(t, func(t *testing.T) conformance.Harness { return Rueidis(t, target(t), mode, opts) })
+}
 
 // GoRedis returns a harness of redisbackend Backends on tg, each on a
 // go-redis client of its own, made with opts (nil: the defaults). The

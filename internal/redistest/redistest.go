@@ -16,9 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"go.uber.org/goleak"
 
 	"github.com/redislocker/lock/internal/redisserver"
 )
@@ -72,6 +75,42 @@ func Main(m *testing.M) int {
 		shared.Close()
 	}
 	return code
+}
+
+// NoLeaks returns code, what a TestMain's run returned, or 1 when the
+// tests passed but goroutines outlived them (goleak.Find with opts). Use
+// it as os.Exit(redistest.NoLeaks(redistest.Main(m))).
+func NoLeaks(code int, opts ...goleak.Option) int {
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak: goroutines left after the tests:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// CommandStat returns field ("calls", "usec", ...) of command cmd in info,
+// the text of INFO commandstats: 0 when the server has not run cmd. A
+// value that is no number fails tb.
+func CommandStat(tb testing.TB, info, cmd, field string) int64 {
+	tb.Helper()
+	for _, line := range strings.Split(info, "\n") {
+		stats, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(stats, ",") {
+			if v, ok := strings.CutPrefix(f, field+"="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					tb.Fatalf("commandstats %q: %v", line, err)
+				}
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // persistentScript lists (up to 10 of) the keys that have no TTL, as one

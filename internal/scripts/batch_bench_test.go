@@ -3,8 +3,6 @@ package scripts
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,34 +10,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redistest"
 )
-
-// scriptUsec returns the server's total µs in EVALSHA and EVAL and the
-// number of those calls (INFO commandstats).
-func scriptUsec(tb testing.TB, c *redis.Client) (usec, calls int64) {
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || name != "cmdstat_evalsha" && name != "cmdstat_eval" {
-			continue
-		}
-		for _, f := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				usec += n
-			}
-			if v, ok := strings.CutPrefix(f, "calls="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				calls += n
-			}
-		}
-	}
-	return usec, calls
-}
 
 // BenchmarkAcquireMany acquires 10,000 free ids per op: with AcquireMany
 // (MaxAcquireBatch ids per call, the calls pipelined), with one acquire
@@ -49,9 +20,7 @@ func scriptUsec(tb testing.TB, c *redis.Client) (usec, calls int64) {
 // ran on the server on average (µs per call: a call blocks the server that
 // long; script µs are wall time, which a loaded machine inflates).
 func BenchmarkAcquireMany(b *testing.B) {
-	srv := redistest.Start(b)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	b.Cleanup(func() { c.Close() })
+	c := ownClient(b)
 	ctx := context.Background()
 	cs := NewConsts(100, 100, Classic)
 	const n = 10000

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redistest"
 )
 
 // runAcquireMany sends reqs through AcquireMany, one call per group.
@@ -84,9 +83,7 @@ func TestAcquireManyMatchesAcquire(t *testing.T) {
 	add("busy", "B", true)  // a retried enqueue: the same ticket
 	add("busy", "A", false) // a retried grant: the same fence
 	add("free-3", "Z", true)
-	ksMany, _ := keys.New(redistest.Prefix(t) + "many:")
-	ksEach, _ := keys.New(redistest.Prefix(t) + "each:")
-	t.Cleanup(func() { cleanup(t, c, ksMany, ksEach) })
+	ksMany, ksEach := testKeys(t, c, "many:"), testKeys(t, c, "each:")
 	many := runAcquireMany(t, c, cs, ksMany, reqs, false, 7) // several calls
 	each := runAcquireEach(t, c, cs, ksEach, reqs)
 	for i := range reqs {
@@ -105,24 +102,12 @@ func TestAcquireManyMatchesAcquire(t *testing.T) {
 	}
 }
 
-// cleanup deletes every key of the keyspaces.
-func cleanup(t testing.TB, c *redis.Client, kss ...keys.Keyspace) {
-	ctx := context.Background()
-	for _, ks := range kss {
-		iter := c.Scan(ctx, 0, ks.PrefixPattern(), 1000).Iterator()
-		for iter.Next(ctx) {
-			c.Del(ctx, iter.Val())
-		}
-	}
-}
-
 // TestAcquireManyValidates sends bad input and expects LOCKBADARG with
 // nothing written, also when only the last id's arguments are bad.
 func TestAcquireManyValidates(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
-	ks, _ := keys.New(redistest.Prefix(t))
-	t.Cleanup(func() { cleanup(t, c, ks) })
+	ks := testKeys(t, c, "")
 	good := []backend.AcquireRequest{
 		{ID: "a", Token: "T", TTL: time.Second},
 		{ID: "b", Token: "T", TTL: time.Second, Wait: true, WaiterTTL: time.Second},
@@ -217,15 +202,15 @@ func TestAcquireManyBatchChecks(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
 	cs := NewConsts(10, 100, Classic)
-	ks, _ := keys.New(redistest.Prefix(t))
-	t.Cleanup(func() { cleanup(t, c, ks) })
+	ks := testKeys(t, c, "")
 
 	ahead := uint64(time.Now().Add(10 * time.Minute).UnixMicro())
 	c.HSet(ctx, ks.For("ahead").Counters, "fence", fmt.Sprint(ahead))
 	c.PExpire(ctx, ks.For("ahead").Counters, time.Hour)
 	// "waited": free, with a live waiter W at the head.
-	w := ks.For("waited")
-	grantFence(t, c, Acquire, w, "waited", "X")
+	waited := &opsScripts{t: t, c: c, id: "waited", k: ks.For("waited")}
+	w := waited.k
+	waited.grantFence(Acquire, "X")
 	ak, aa := cs.Acquire(w, backend.AcquireRequest{ID: "waited", Token: "W", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute})
 	if r, err := run(t, c, Acquire, ak, aa).Int64Slice(); err != nil || r[4] != 1 {
 		t.Fatalf("W not queued: %v, %v", r, err)

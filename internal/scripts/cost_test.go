@@ -2,55 +2,13 @@ package scripts
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redistest"
 )
-
-// serverStats reads the server's totals: commands called (every command
-// in INFO commandstats but INFO itself, so a script's inner commands
-// count) and CPU time (used_cpu_user + used_cpu_sys) in µs.
-func serverStats(tb testing.TB, c *redis.Client) (calls int64, cpuUsec float64) {
-	tb.Helper()
-	info, err := c.Info(context.Background(), "commandstats", "cpu").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		if name, rest, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(name, "cmdstat_") && name != "cmdstat_info" {
-			for _, f := range strings.Split(rest, ",") {
-				if v, ok := strings.CutPrefix(f, "calls="); ok {
-					n, _ := strconv.ParseInt(v, 10, 64)
-					calls += n
-				}
-			}
-		}
-		for _, field := range []string{"used_cpu_user:", "used_cpu_sys:"} {
-			if v, ok := strings.CutPrefix(line, field); ok {
-				s, _ := strconv.ParseFloat(v, 64)
-				cpuUsec += s * 1e6
-			}
-		}
-	}
-	return calls, cpuUsec
-}
-
-// evalsha runs s by its SHA1, loading it first when the server lacks it.
-func evalsha(ctx context.Context, c *redis.Client, s Script, k, a []string) *redis.Cmd {
-	cmd := c.EvalSha(ctx, s.SHA1, k, anys(a)...)
-	if cmd.Err() != nil && strings.HasPrefix(cmd.Err().Error(), "NOSCRIPT") {
-		cmd = c.Eval(ctx, s.Source, k, anys(a)...)
-	}
-	return cmd
-}
 
 // TestUncontendedCycleCost checks what an uncontended acquire + release
 // costs the server, in commands (EVALSHA and the commands a script calls),
@@ -61,12 +19,7 @@ func evalsha(ctx context.Context, c *redis.Client, s Script, k, a []string) *red
 func TestUncontendedCycleCost(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
-	ks, err := keys.New(redistest.Prefix(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := ks.For("cycle")
-	t.Cleanup(func() { c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters) })
+	k := testKeys(t, c, "").For("cycle")
 	const want = 11
 	cs := NewConsts(100, 100, Classic)
 	cycle := func() {
@@ -103,9 +56,7 @@ func TestUncontendedCycleCost(t *testing.T) {
 // to bare scripts that run the fast paths' commands on the same KEYS and
 // ARGV without validation or helpers.
 func BenchmarkUncontendedCycle(b *testing.B) {
-	srv := redistest.Start(b)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	b.Cleanup(func() { c.Close() })
+	c := ownClient(b)
 	ctx := context.Background()
 	ks, _ := keys.New("bench:")
 	k := ks.For("cycle")

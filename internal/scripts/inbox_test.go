@@ -16,7 +16,7 @@ import (
 // on the id's channel. Nothing reaches the id's channel while the heads
 // have inboxes.
 func TestWakeGoesToTheInbox(t *testing.T) {
-	o := newOps(t)
+	o := newOps(t, "id")
 	ctx := context.Background()
 	prefix := strings.TrimSuffix(o.k.Lock, "{id}:lock")
 	inboxCh, inboxKey := prefix+"inbox:p1:", prefix+"inbox:p2:{id}"

@@ -12,31 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redistest"
 )
-
-// opsScripts runs the test's scripts with EVAL.
-type opsScripts struct {
-	t *testing.T
-	c *redis.Client
-	k keys.ID
-}
-
-func newOps(t *testing.T) *opsScripts {
-	c := client(t)
-	ks, err := keys.New(redistest.Prefix(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := ks.For("id")
-	t.Cleanup(func() { c.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters) })
-	return &opsScripts{t: t, c: c, k: k}
-}
-
-func (o *opsScripts) eval(s Script, k, a []string) *redis.Cmd {
-	return o.c.Eval(context.Background(), s.Source, k, anys(a)...)
-}
 
 func (o *opsScripts) acquire(token string, wait bool) {
 	o.t.Helper()
@@ -84,7 +60,7 @@ func (o *opsScripts) state() string {
 }
 
 func TestInspectScript(t *testing.T) {
-	o := newOps(t)
+	o := newOps(t, "id")
 	ctx := context.Background()
 	if in := o.inspect(10); in.Held || in.QueueLen != 0 || len(in.Waiters) != 0 {
 		t.Fatalf("free id: %+v, want nothing", in)
@@ -151,7 +127,7 @@ func TestParseInspectRejectsBadReplies(t *testing.T) {
 }
 
 func TestForceReleaseScript(t *testing.T) {
-	o := newOps(t)
+	o := newOps(t, "id")
 	ctx := context.Background()
 	force := func(fence uint64) error {
 		k, a := ForceReleaseCall(o.k, fence, 100, Classic)

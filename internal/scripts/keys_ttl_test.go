@@ -3,16 +3,12 @@ package scripts
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redistest"
 )
 
 func TestFenceIdleMatchesLua(t *testing.T) {
@@ -40,40 +36,13 @@ func withFenceIdle(t testing.TB, s Script, d time.Duration) Script {
 	return newScript(s.Name, src)
 }
 
-// run runs s and fails the test on an error.
-func run(t testing.TB, c *redis.Client, s Script, k, a []string) *redis.Cmd {
-	t.Helper()
-	cmd := evalsha(context.Background(), c, s, k, a)
-	if err := cmd.Err(); err != nil {
-		t.Fatalf("%s: %v", s.Name, err)
-	}
-	return cmd
-}
-
-func usedMemory(t testing.TB, c *redis.Client) int64 {
-	info := c.Info(context.Background(), "memory").Val()
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatal("INFO memory has no used_memory")
-	return 0
-}
-
 // TestEveryKeyExpires locks 2,000 distinct ids once each (acquire and
 // release), leaves 200 more held until their lease ends and 100 more with
 // a waiter that stops heartbeating, on a server of its own, with the fence
 // key's idle bound cut to 5s. Every key left must have a TTL within the
 // bound, and once the bound has passed no key may be left (H2).
 func TestEveryKeyExpires(t *testing.T) {
-	srv := redistest.Start(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { c.Close() })
+	c := ownClient(t)
 	ctx := context.Background()
 	const idle = 5 * time.Second
 	acquire, release := withFenceIdle(t, Acquire, idle), withFenceIdle(t, Release, idle)

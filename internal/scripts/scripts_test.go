@@ -3,7 +3,6 @@ package scripts
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +12,7 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/embedredis"
 	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redistest"
 )
-
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
 func TestConstantsMatchBackend(t *testing.T) {
 	if MaxTokenLength != backend.MaxTokenLength {
@@ -56,12 +52,6 @@ func TestMillisRoundsUp(t *testing.T) {
 	}
 }
 
-func client(t *testing.T) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // TestScriptsLoadWithTheirSHA1 checks that every script compiles on the
 // server and that Script.SHA1 is the digest the server uses for EVALSHA.
 func TestScriptsLoadWithTheirSHA1(t *testing.T) {
@@ -90,11 +80,7 @@ func TestScriptsLoadWithTheirSHA1(t *testing.T) {
 func TestScriptsValidateArgv(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
-	ks, err := keys.New(redistest.Prefix(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := ks.For("id")
+	k := testKeys(t, c, "").For("id")
 	long := strings.Repeat("t", 129)
 	good := backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second, Wait: true, WaiterTTL: time.Second}
 	cs := NewConsts(10, 10, Classic)
@@ -170,14 +156,6 @@ func TestScriptsValidateArgv(t *testing.T) {
 	c.Del(ctx, k.Counters)
 }
 
-func anys(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
-}
-
 func TestParseAcquire(t *testing.T) {
 	g, err := ParseAcquire([]int64{0, 0, 0, 1500, 1, 7, 1})
 	if err != nil {
@@ -210,12 +188,7 @@ func TestShardedWakeUp(t *testing.T) {
 	if v, err := c.Eval(ctx, "return redis.REDIS_VERSION_NUM", nil).Int(); err != nil || v < 0x070000 {
 		t.Skipf("sharded pub/sub needs Redis 7.0 (REDIS_VERSION_NUM %x, %v)", v, err)
 	}
-	ks, err := keys.New(redistest.Prefix(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := ks.For("id")
-	t.Cleanup(func() { c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters) })
+	k := testKeys(t, c, "").For("id")
 	classic := c.Subscribe(ctx, k.Channel)
 	defer classic.Close()
 	sharded := c.SSubscribe(ctx, k.Channel)

@@ -46,7 +46,7 @@ func (o *opsScripts) records() map[string]string {
 // and a heartbeat that finds the entry dead. The record key expires with
 // the queue.
 func TestWaiterRecordFollowsTheQueue(t *testing.T) {
-	o := newOps(t)
+	o := newOps(t, "id")
 	ctx := context.Background()
 	want := func(what string, recs map[string]string) {
 		t.Helper()

@@ -42,7 +42,7 @@ func subscribed(t *testing.T, c *redis.Client, channels ...string) (*redis.PubSu
 // takes no hand-off (":<token>"); an enqueue behind a head, and a grant
 // with nobody left, publish nothing.
 func TestHeadChangeWhileHeldTellsNewHead(t *testing.T) {
-	o := newOps(t)
+	o := newOps(t, "id")
 	ctx := context.Background()
 	sub, nextMsg := subscribed(t, o.c, o.k.Channel)
 	next := func(what string) string { return nextMsg(what).Payload }
@@ -109,7 +109,7 @@ func TestHeadChangeWhileHeldTellsNewHead(t *testing.T) {
 // fence; its entry is gone; its wake-up carries the grant and the next
 // head is told the new lease's TTL. A dead head is purged, not granted.
 func TestReleaseHandsOff(t *testing.T) {
-	o := newOps(t)
+	o := newOps(t, "id")
 	ctx := context.Background()
 	_, nextMsg := subscribed(t, o.c, o.k.Channel)
 	o.acquireTTL("H", time.Minute, false)

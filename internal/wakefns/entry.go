@@ -2,6 +2,7 @@ package wakefns
 
 import (
 	"context"
+	"sync"
 
 	"github.com/redislocker/lock/backend"
 )
@@ -68,10 +69,18 @@ func (e *Entry) Wake(msg string) (w backend.Wake, ok bool) {
 	return Parse(e.ID, msg), true
 }
 
-// Message delivers the wake-up that msg, a message on e's channel, carries
-// to fns, a snapshot of e's subscribers (none when e is nil).
-func Message(e *Entry, fns Snapshot, msg string) {
-	if e == nil || len(fns) == 0 {
+// Receive delivers the wake-up that msg carries to the subscribers of the
+// entry find returns: nil (none) for a channel given up or not confirmed.
+// find runs with mu, the source's lock, held; delivery runs without it.
+func Receive(mu sync.Locker, find func() *Entry, msg string) {
+	mu.Lock()
+	e := find()
+	var fns Snapshot
+	if e != nil {
+		fns = e.Fns.Snapshot()
+	}
+	mu.Unlock()
+	if len(fns) == 0 {
 		return
 	}
 	if w, ok := e.Wake(msg); ok {

@@ -5,45 +5,9 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/redislocker/lock/backend"
 )
-
-// ParseInbox reads the id's encoding by its length, decodes it, and hands
-// the rest to Parse; anything else is not an inbox message.
-func TestParseInbox(t *testing.T) {
-	for _, c := range []struct {
-		msg  string
-		want backend.Wake
-		ok   bool
-	}{
-		{"3:abc:T", backend.Wake{ID: "abc", Token: "T"}, true},
-		{"3:abc1500:T", backend.Wake{ID: "abc", Token: "T", HolderTTL: 1500 * time.Millisecond}, true},
-		{"5:a%7Bb:x:y", backend.Wake{ID: "a{b", Token: "x:y"}, true}, // encoded id, colons in the token
-		{"1:%:T", backend.Wake{ID: "", Token: "T"}, true},            // the empty id's encoding
-		{"2:ab", backend.Wake{ID: "ab"}, true},                       // an empty payload: a bare empty token
-		{"4:abc:T", backend.Wake{}, true},                            // n covers the payload's colon: "abc:" is no encoding
-		{"9:abc", backend.Wake{}, false},                             // too long
-		{"0:abc", backend.Wake{}, false},
-		{"+3:abc:T", backend.Wake{}, false},
-		{"x:abc", backend.Wake{}, false},
-		{"abc", backend.Wake{}, false},
-		{"2:a{:T", backend.Wake{}, false}, // not an encoding
-	} {
-		got, ok := ParseInbox(c.msg)
-		if c.msg == "4:abc:T" {
-			// "abc:" decodes as an id with a colon: a valid message for that id.
-			if !ok || got.ID != "abc:" || got.Token != "T" {
-				t.Errorf("ParseInbox(%q) = %+v, %v; want id %q, token T", c.msg, got, ok, "abc:")
-			}
-			continue
-		}
-		if ok != c.ok || (ok && got != c.want) {
-			t.Errorf("ParseInbox(%q) = %+v, %v; want %+v, %v", c.msg, got, ok, c.want, c.ok)
-		}
-	}
-}
 
 type opener struct {
 	mu      sync.Mutex

@@ -2,7 +2,11 @@
 // adapters keeps per channel: the callbacks of the local subscriptions to
 // it. They are added and removed under the subscriber's own mutex and read
 // without it (copy on write), so a message is delivered after the mutex is
-// released.
+// released (Receive).
+//
+// It also holds what the subscribers share beyond a channel: a Life that
+// ends when the subscriber closes, and the delays between attempts after a
+// failure (NextDelay, Sleep).
 package wakefns
 
 import (

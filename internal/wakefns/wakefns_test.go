@@ -3,7 +3,9 @@ package wakefns
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/redislocker/lock/backend"
 )
@@ -81,5 +83,55 @@ func TestAwait(t *testing.T) {
 		} else if n != want {
 			t.Fatalf("%s: unsubscribed %d times, want %d", c.name, n, want)
 		}
+	}
+}
+
+// NextDelay starts at MinDelay, doubles, and stops at MaxDelay.
+func TestNextDelay(t *testing.T) {
+	var got []time.Duration
+	for d := time.Duration(0); d < MaxDelay; {
+		d = NextDelay(d)
+		got = append(got, d)
+	}
+	if got[0] != MinDelay || got[1] != 2*MinDelay || got[len(got)-1] != MaxDelay || NextDelay(MaxDelay) != MaxDelay {
+		t.Fatalf("delays %v", got)
+	}
+}
+
+// Sleep returns true after d, and false at once when done is closed; a
+// Life's Done closes at End.
+func TestSleepAndLife(t *testing.T) {
+	if !Sleep(nil, time.Millisecond) {
+		t.Fatal("Sleep with no done = false")
+	}
+	l := NewLife()
+	if l.Ended() || l.Ctx().Err() != nil {
+		t.Fatal("a new Life has ended")
+	}
+	l.End()
+	l.End() // again: nothing
+	if !l.Ended() || l.Ctx().Err() == nil || Sleep(l.Done(), time.Hour) {
+		t.Fatal("Life.End did not end it")
+	}
+}
+
+// Receive delivers to the entry find returns, with mu held only while
+// find runs, and to nobody when find returns nil.
+func TestReceive(t *testing.T) {
+	var mu sync.Mutex
+	e := NewEntry("x", "ch")
+	var got []backend.Wake
+	e.Fns.Add(func(w backend.Wake) {
+		if mu.TryLock() {
+			mu.Unlock()
+		} else {
+			t.Error("delivered with the lock held")
+		}
+		got = append(got, w)
+	})
+	Receive(&mu, func() *Entry { return &e }, ":T")
+	Receive(&mu, func() *Entry { return nil }, ":U")
+	if len(got) != 1 || got[0] != (backend.Wake{ID: "x", Token: "T"}) {
+		t.Fatalf("delivered %+v, want one {x T}", got)
 	}
 }
