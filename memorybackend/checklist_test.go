@@ -535,3 +535,90 @@ const handOffLimit = 7777
 
 // handOff reports whether opts are those of a hand-off test.
 func handOff(opts memorybackend.Options) bool { return opts.PurgeLimit == handOffLimit }
+
+// waitAt is an Acquire with Wait for lease, by a Store that hands off: it
+// expects the requester queued with ticket (head or not), the holder's TTL,
+// and the store's clock as StoreTime.
+func waitAt(tok string, lease time.Duration, ticket uint64, head bool, holderTTL time.Duration) op {
+	return op{fmt.Sprintf("Acquire(%s, ttl=%v, wait)", tok, lease), func(t *testing.T, e *env) {
+		g, err := e.b.Acquire(e.ctx, backend.AcquireRequest{ID: id, Token: tok, TTL: lease, Wait: true, WaiterTTL: waiterTTL})
+		want := queued(ticket, head, holderTTL)
+		want.StoreTime = e.clock.Now()
+		if err != nil || g != want {
+			t.Fatalf("grant = %+v, %v; want %+v", g, err, want)
+		}
+	}}
+}
+
+// handed checks the wake-ups since the last check: tok's grant by hand-off
+// (fence, lease, the store's clock now), then, unless next is "", next
+// told the new lease's TTL.
+func handed(tok string, fence uint64, lease time.Duration, next string) op {
+	return op{fmt.Sprintf("handed off to %s (fence %d, ttl %v), told %q", tok, fence, lease, next), func(t *testing.T, e *env) {
+		want := []backend.Wake{{ID: id, Token: tok, Grant: &backend.HandOff{Fence: fence, TTL: lease, StoreTime: e.clock.Now()}}}
+		if next != "" {
+			want = append(want, backend.Wake{ID: id, Token: next, HolderTTL: lease})
+		}
+		if got := e.takeWakes(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("wake-ups = %+v, want %+v", got, want)
+		}
+	}}
+}
+
+// TestChecklistHandOff: checklist item 14 on a Store that hands off (the
+// default): each step that frees the lock, or finds it free, grants it to
+// the live head with the TTL it queued with and the next fence, and tells
+// the next head; a dead head is purged, never granted.
+func TestChecklistHandOff(t *testing.T) {
+	const short = 3 * time.Second
+	opts := memorybackend.Options{PurgeLimit: handOffLimit}
+	tests := []struct {
+		name string
+		ops  []op
+	}{
+		{name: "a release hands off; a heartbeat that finds the lease ended hands off", ops: []op{
+			try("A", granted(1, ttl)),
+			waitAt("B", short, 1, true, ttl),
+			waitAt("C", ttl, 2, false, ttl),
+			release("A", nil),
+			handed("B", 2, short, "C"), holder("B"), queue("C"),
+			advance(short),
+			beat("C", alive),
+			handed("C", 3, ttl, ""), holder("C"), queue(),
+			release("C", nil), length(0),
+		}},
+		{name: "a dead head is purged, not granted", ops: []op{
+			try("A", granted(1, ttl)),
+			waitAt("B", ttl, 1, true, ttl),
+			waitAt("C", ttl, 2, false, ttl),
+			advance(3 * time.Second), beat("C", alive), advance(3 * time.Second),
+			release("A", nil),
+			handed("C", 2, ttl, ""), holder("C"), queue(),
+		}},
+		{name: "a newcomer's acquire on an expired lease hands off to the head ahead", ops: []op{
+			try("A", granted(1, ttl)),
+			waitAt("B", ttl, 1, true, ttl),
+			expireNow(),
+			waitAt("C", ttl, 2, true, ttl),
+			handed("B", 2, ttl, ""), holder("B"), queue("C"),
+		}},
+		{name: "the holder's leave hands off; so does the granted head's", ops: []op{
+			try("A", granted(1, ttl)),
+			waitAt("B", ttl, 1, true, ttl),
+			waitAt("C", short, 2, false, ttl),
+			leave("A"),
+			handed("B", 2, ttl, "C"),
+			leave("B"),
+			handed("C", 3, short, ""), holder("C"), queue(),
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, opts)
+			for i, o := range tc.ops {
+				t.Logf("step %d: %s", i, o.desc)
+				o.run(t, e)
+			}
+		})
+	}
+}
