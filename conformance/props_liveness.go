@@ -306,7 +306,9 @@ func deadWaiterPurge(e *env) {
 // is never purged: it keeps its ticket and is granted before a waiter that
 // queued after it.
 func liveWaiterKept(e *env) {
-	const wt = 400 * time.Millisecond
+	// Heartbeats every 400 ms: one late by 800 ms (a loaded machine; a
+	// 400 ms WaiterTimeout failed beside two busy loops) would purge W1.
+	const wt = 1200 * time.Millisecond
 	la, _ := e.defaultLocker()
 	l1, s1 := e.locker(lock.Options{WaiterTimeout: wt})
 	l2, s2 := e.locker(lock.Options{WaiterTimeout: wt})
