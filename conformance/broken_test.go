@@ -65,11 +65,16 @@ var alsoFails = map[string][]string{
 	// owner-only and lost-lease-signalled extend a lease the store ended
 	// (Expirer) through the core, which then calls the backend's Extend.
 	"extend-revives": {"owner-only", "lost-lease-signalled"},
+	// The copies of a wake-up, one per waiter, all reach the head's
+	// process: more than one-delivery-per-wake allows.
+	"wake-every-waiter": {"one-delivery-per-wake"},
 	// batch-order puts an ErrQueueFull in a batch, on a full queue.
 	"no-waiter-cap": {"batch-order"},
 	// wake-new-head's heartbeat case has a waiter behind the new head;
 	// head-after-grant's told wake-up then names the tail, not the head.
-	"wake-tail": {"wake-new-head", "head-after-grant"},
+	// The head's process gets the wake-up renamed, and one-delivery-per-wake's
+	// head is not woken.
+	"wake-tail": {"wake-new-head", "head-after-grant", "one-delivery-per-wake"},
 	// Their muted steps also tell the new head of a held lock:
 	// head-after-grant's Leave (leave-no-wake) and grant (purge-no-wake,
 	// which mutes every wake-up of an Acquire step).
@@ -347,14 +352,14 @@ func (b *doubleGrant) Leave(ctx context.Context, id, token string) error {
 
 // ---------------------------------------------------------------------------
 // queue-jump: whoever asks while the lock is free gets it, whatever the
-// queue says, and a release wakes the newest waiter rather than the head
+// queue says, and a release's wake-up names the newest waiter, not the head
 // (L2, "fifo-order"; TryAcquire jumps the queue too, "try-acquire-fair").
 
 // queueJump grants an Acquire whenever the lock is free: if the store
 // refuses because waiters are ahead of the requester, it moves them to the
 // tail of the queue (Leave, then re-enqueue with new tickets) and acquires
-// again. Its wake-ups name the tail of the queue instead of the head, so
-// that a release hands the lock to the last one in (LIFO).
+// again. Its wake-ups name the tail of the queue instead of the head (in
+// the head's process, which the store wakes).
 //
 // Every step of every queueJump backend of a harness runs under one shared
 // mutex, so that the jump's several inner steps are atomic with respect to
@@ -546,7 +551,8 @@ func TestBrokenWrappersMisbehave(t *testing.T) {
 		defer c.Close()
 		var woken []string
 		var mu sync.Mutex
-		cancel, err := c.Subscribe(ctx, "x", func(wk backend.Wake) {
+		// The release's wake-up reaches the head's process, B's.
+		cancel, err := b.Subscribe(ctx, "x", func(wk backend.Wake) {
 			mu.Lock()
 			woken = append(woken, wk.Token)
 			mu.Unlock()

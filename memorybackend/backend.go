@@ -68,7 +68,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	}
 	sh := b.s.shard(req.ID)
 	sh.mu.Lock()
-	g, wc, err := b.s.acquire(sh, &req)
+	g, wc, err := b.s.acquire(sh, &req, b)
 	sh.mu.Unlock()
 	wc.fire()
 	return g, err
@@ -167,7 +167,7 @@ func (b *Backend) AcquireBatch(ctx context.Context, reqs []backend.AcquireReques
 	for i := range reqs {
 		sh := b.s.shard(reqs[i].ID)
 		sh.mu.Lock()
-		g, wc, err := b.s.acquire(sh, &reqs[i])
+		g, wc, err := b.s.acquire(sh, &reqs[i], b)
 		sh.mu.Unlock()
 		wc.fire()
 		out[i] = backend.BatchGrant{Grant: g, Err: err}
@@ -209,8 +209,10 @@ func (b *Backend) LeaveBatch(ctx context.Context, waiters []backend.Waiter) erro
 	return nil
 }
 
-// Subscribe registers fn on the Store for the wake-ups of id, from every
-// Backend on the Store, until cancel is called or b is closed. It returns
+// Subscribe registers fn on the Store for the wake-ups of id, from the
+// steps of every Backend on the Store, until cancel is called or b is
+// closed. A wake-up that names a waiter reaches only the subscriptions of
+// the Backend whose Acquire queued it. It returns
 // once wake-ups can be delivered. fn is called outside every store lock, from
 // the goroutine of the step that wakes; it may still be called briefly after
 // cancel. cancel is idempotent.
@@ -224,7 +226,7 @@ func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake
 	if err := b.awaitSubscription(ctx); err != nil {
 		return nil, err
 	}
-	sub := &subscription{id: id, fn: fn}
+	sub := &subscription{id: id, fn: fn, owner: b}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed.Load() {

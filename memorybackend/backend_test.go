@@ -272,13 +272,13 @@ func TestSubscribe(t *testing.T) {
 	defer cancel2()
 	defer cancelY()
 
+	// Each wake-up reaches only the Backend that queued the waiter it
+	// names, whichever Backend's step wakes it.
 	mustAcquire(t, b1, req("x", "A", false))
 	mustAcquire(t, b2, req("x", "B", true))
 	if err := b1.Release(ctx, "x", "A"); err != nil {
 		t.Fatal(err)
 	}
-	cancel1()
-	cancel1() // idempotent
 	if _, err := b2.Acquire(ctx, req("x", "B", true)); err != nil {
 		t.Fatal(err)
 	}
@@ -286,12 +286,21 @@ func TestSubscribe(t *testing.T) {
 	if err := b2.Release(ctx, "x", "B"); err != nil {
 		t.Fatal(err)
 	}
+	cancel1()
+	cancel1() // idempotent
+	if _, err := b1.Acquire(ctx, req("x", "C", true)); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, b1, req("x", "D", true))
+	if err := b1.Release(ctx, "x", "C"); err != nil {
+		t.Fatal(err)
+	}
 
 	mu.Lock()
 	defer mu.Unlock()
 	want := map[string][]backend.Wake{
-		"b1/x": {{ID: "x", Token: "B"}},
-		"b2/x": {{ID: "x", Token: "B"}, {ID: "x", Token: "C"}},
+		"b1/x": {{ID: "x", Token: "C"}},
+		"b2/x": {{ID: "x", Token: "B"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("wake-ups = %+v, want %+v", got, want)

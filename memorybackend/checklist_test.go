@@ -16,8 +16,9 @@ import (
 
 // The scenarios below drive one id, "x", through the backend interface with
 // a ManualClock. Every scenario runs on a fresh Store, so fences and tickets
-// both start at 1. Wake-ups are recorded by a subscriber on a second Backend
-// of the same Store: the wake-ups of one process must reach another.
+// both start at 1. Wake-ups are recorded by a subscriber on the Backend that
+// queues every waiter. A second Backend of the same Store, with no waiter,
+// must hear none of them: a wake-up reaches only the named waiter's process.
 
 const (
 	id        = "x"
@@ -45,7 +46,7 @@ func newEnv(t *testing.T, opts memorybackend.Options) *env {
 	e.store = must(memorybackend.NewStore(&opts))
 	e.b = e.store.NewBackend()
 	other := e.store.NewBackend()
-	cancel, err := other.Subscribe(e.ctx, id, func(w backend.Wake) {
+	cancel, err := e.b.Subscribe(e.ctx, id, func(w backend.Wake) {
 		e.mu.Lock()
 		e.wakes = append(e.wakes, w)
 		e.mu.Unlock()
@@ -53,8 +54,15 @@ func newEnv(t *testing.T, opts memorybackend.Options) *env {
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
+	cancelOther, err := other.Subscribe(e.ctx, id, func(w backend.Wake) {
+		t.Errorf("a wake-up reached a process with no waiter: %+v", w)
+	})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
 	t.Cleanup(func() {
 		cancel()
+		cancelOther()
 		other.Close()
 		e.b.Close()
 	})

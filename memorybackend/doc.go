@@ -8,8 +8,8 @@
 // A [Store] is one "server": the shared state of every lock id. A [Backend]
 // is one "process" on a Store, with its own subscriptions and its own Close.
 // Several Backends made by [Store.NewBackend] contend on the same ids exactly
-// like separate machines on one Redis, and hear each other's wake-ups like
-// pub/sub subscribers. [New] is NewStore(opts).NewBackend().
+// like separate machines on one Redis, each with its own inbox for
+// wake-ups. [New] is NewStore(opts).NewBackend().
 //
 // Every step (Acquire, Release, Extend, Leave, and each waiter of a
 // Heartbeat or request of a batch) is one critical section on the id's part
@@ -71,10 +71,14 @@
 //
 // # Wake-ups
 //
-// A wake-up calls every function subscribed to the id on the Store (from any
-// Backend) with backend.Wake{ID: id, Token: headToken}; only the head is
-// named. A step wakes the head when, after it, the lock is free and the queue
-// is non-empty and either the step freed the lock (a release, a leave that
+// A wake-up is backend.Wake{ID: id, Token: headToken}; only the head is
+// named. It calls the functions subscribed to the id by the Backend whose
+// Acquire queued that waiter (its process), and no other Backend's, once
+// each. A hand-off's grant and a new head's notice of the holder's TTL go
+// the same way.
+//
+// A step wakes the head when, after it, the lock is free and the queue is
+// non-empty and either the step freed the lock (a release, a leave that
 // released, or a lease found expired) or the head changed (a leave or a
 // purge). Heartbeat also wakes the head of every listed id whose lock is free
 // and whose queue is non-empty. A step after which the lock is held and

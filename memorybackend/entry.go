@@ -25,6 +25,7 @@ type waiter struct {
 	prev, next *waiter
 	hi         int           // index in entry.heap
 	ttl        time.Duration // the lease TTL it asked for, for a hand-off
+	owner      *Backend      // the process that queued it (nil: unknown)
 
 	since time.Time // when it was enqueued (read by Inspect only)
 }

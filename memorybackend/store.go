@@ -250,9 +250,10 @@ func (sh *shard) drop(id string, e *entry) {
 // mark is an entry's state at the start of a step, to decide the wake-up at
 // its end.
 type mark struct {
-	held  bool
-	head  *waiter
-	grant backend.Wake // a hand-off made by the step, to deliver at its end
+	held    bool
+	head    *waiter
+	grant   backend.Wake // a hand-off made by the step, to deliver at its end
+	grantTo *Backend     // the process of grant's waiter (nil: unknown)
 }
 
 // open starts a step on id: it loads the entry (nil if none), frees an
@@ -287,6 +288,7 @@ func (s *Store) handOff(id string, e *entry, now time.Time, m *mark) {
 	e.expiry = now.Add(h.ttl)
 	e.fence = s.nextFence(now)
 	m.grant = backend.Wake{ID: id, Token: h.token, Grant: &backend.HandOff{Fence: e.fence, TTL: h.ttl, StoreTime: now}}
+	m.grantTo = h.owner
 }
 
 // finish ends a step on id at now: it deletes the entry if nothing is
@@ -297,7 +299,7 @@ func (s *Store) handOff(id string, e *entry, now time.Time, m *mark) {
 // reply tells it).
 func (s *Store) finish(sh *shard, id string, e *entry, m mark, now time.Time, self string, force bool) wakeCall {
 	s.handOff(id, e, now, &m)
-	wc := wakeCall{grant: m.grant}
+	wc := wakeCall{grant: m.grant, grantTo: m.grantTo}
 	if len(sh.subs[id]) > 0 {
 		wc.subs = sh.subs[id]
 	}
@@ -321,6 +323,7 @@ func (s *Store) finish(sh *shard, id string, e *entry, m mark, now time.Time, se
 // plain one).
 func (s *Store) wakeHead(wc wakeCall, id string, e *entry, holderTTL time.Duration) wakeCall {
 	wc.wake = backend.Wake{ID: id, Token: e.head.token, HolderTTL: holderTTL}
+	wc.wakeTo = e.head.owner
 	return wc
 }
 
@@ -351,8 +354,10 @@ func (s *Store) nextFence(now time.Time) uint64 {
 	}
 }
 
-// acquire is the Acquire step; the caller holds sh.mu.
-func (s *Store) acquire(sh *shard, req *backend.AcquireRequest) (backend.Grant, wakeCall, error) {
+// acquire is the Acquire step of owner, the Backend it came through; the
+// caller holds sh.mu. The waiter it queues or refreshes records owner, so
+// that its wake-ups reach only owner's subscriptions.
+func (s *Store) acquire(sh *shard, req *backend.AcquireRequest, owner *Backend) (backend.Grant, wakeCall, error) {
 	now := s.clock.Now()
 	e, m := s.open(sh, req.ID, now, req.Token)
 	if e == nil {
@@ -382,12 +387,14 @@ func (s *Store) acquire(sh *shard, req *backend.AcquireRequest) (backend.Grant, 
 		case w != nil:
 			e.refresh(w, deadline)
 			w.ttl = req.TTL
+			w.owner = owner
 		case e.queueLen() >= s.maxWaiters:
 			err = backend.ErrQueueFull
 		default:
 			w = e.enqueue(req.Token, s.ticket.Add(1), deadline)
 			w.since = now // for Inspect
 			w.ttl = req.TTL
+			w.owner = owner
 		}
 	}
 	if w != nil {
@@ -463,10 +470,11 @@ func (s *Store) heartbeat(sh *shard, wt backend.Waiter, waiterTTL time.Duration)
 	return r, s.finish(sh, wt.ID, e, m, now, "", true)
 }
 
-// subscription is one Subscribe registration.
+// subscription is one Subscribe registration of owner.
 type subscription struct {
-	id string
-	fn func(backend.Wake)
+	id    string
+	fn    func(backend.Wake)
+	owner *Backend
 }
 
 func (s *Store) addSub(sub *subscription) {
@@ -499,20 +507,31 @@ func (s *Store) removeSub(sub *subscription) {
 }
 
 // wakeCall is a wake-up collected inside a critical section, to be
-// delivered after it.
+// delivered after it. Each wake-up goes to the subscriptions of the process
+// of the waiter it names (grantTo, wakeTo), or to every one when that
+// process is unknown (nil).
 type wakeCall struct {
-	subs  []*subscription
-	grant backend.Wake // a hand-off's wake-up, when ID != ""
-	wake  backend.Wake // the head's wake-up, when ID != ""
+	subs    []*subscription
+	grant   backend.Wake // a hand-off's wake-up, when ID != ""
+	wake    backend.Wake // the head's wake-up, when ID != ""
+	grantTo *Backend
+	wakeTo  *Backend
 }
 
 func (c *wakeCall) fire() {
-	for _, w := range [2]*backend.Wake{&c.grant, &c.wake} {
-		if w.ID == "" {
-			continue
-		}
-		for _, sub := range c.subs {
-			sub.fn(*w)
+	c.deliver(c.grant, c.grantTo)
+	c.deliver(c.wake, c.wakeTo)
+}
+
+// deliver calls the subscriptions of to with w, or every subscription when
+// to is nil. A w with no ID is no wake-up.
+func (c *wakeCall) deliver(w backend.Wake, to *Backend) {
+	if w.ID == "" {
+		return
+	}
+	for _, sub := range c.subs {
+		if to == nil || sub.owner == to {
+			sub.fn(w)
 		}
 	}
 }

@@ -62,10 +62,10 @@ func NewWith(uncapped, noHandOff bool) *Harness {
 // NewBackend returns a Backend of its own on the Store.
 func (h *Harness) NewBackend(t *testing.T) backend.Backend { return h.Store.NewBackend() }
 
-// Limits states the Store's caps, and that a wake-up reaches every
-// Backend with a waiter on the id (the Store has no inboxes).
+// Limits states the Store's caps. A wake-up reaches only the Backend
+// whose waiter it names.
 func (h *Harness) Limits() conformance.Limits {
-	return conformance.Limits{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit, WakesEveryProcess: true}
+	return conformance.Limits{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit}
 }
 
 // ExpireNow ends id's lease with no wake-up, like a Redis key expiring.
