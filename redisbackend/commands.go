@@ -20,9 +20,9 @@ type commands struct {
 	// boxed once: go-redis takes arguments as []any, and boxing a string
 	// allocates.
 	consts []boxed
-	// keys holds, per count of keys up to 4, the last call's keys boxed:
+	// keys holds, per count of keys up to 7, the last call's keys boxed:
 	// the steps of one id (acquire, release, ...) name the same keys.
-	keys *[5]atomic.Pointer[boxedKeys]
+	keys *[8]atomic.Pointer[boxedKeys]
 }
 
 // boxedKeys are a call's keys and their boxes. Neither is changed after
@@ -40,7 +40,7 @@ type boxed struct {
 // newCommands returns the plumbing of c for steps with the constant
 // arguments consts.
 func newCommands(c Client, consts []string) commands {
-	g := commands{c: c, keys: new([5]atomic.Pointer[boxedKeys])}
+	g := commands{c: c, keys: new([8]atomic.Pointer[boxedKeys])}
 	for _, s := range consts {
 		g.consts = append(g.consts, boxed{s, s})
 	}

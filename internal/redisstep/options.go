@@ -118,8 +118,11 @@ func (c Config) WithTracking() Config {
 }
 
 // ConstArgs returns the scripts' constant arguments for c (see
-// scripts.Consts.Strings).
-func (c Config) ConstArgs() []string { return c.consts.Strings() }
+// scripts.Consts.Strings), and the inbox argument of a Backend with one
+// inbox (not one per hash slot, see Steps.Inbox).
+func (c Config) ConstArgs() []string {
+	return append(c.consts.Strings(), scripts.InboxAddress(c.InboxKind(), c.ks.Inbox(c.process, -1)))
+}
 
 // Keyspace returns the key names in use.
 func (c Config) Keyspace() keys.Keyspace { return c.ks }
