@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock"
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkLockerAcquireReleaseObserved(b *testing.B) {
 // Locker with options o on the memory backend.
 func benchAcquireRelease(b *testing.B, o *lock.Options) {
 	ctx := context.Background()
-	l := mustLocker(must(memorybackend.New(nil)), o)
+	l := mustLocker(testkit.Must(memorybackend.New(nil)), o)
 	defer l.Close()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

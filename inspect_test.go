@@ -9,12 +9,13 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 
 func TestLockerInspect(t *testing.T) {
 	ctx := context.Background()
-	l := mustLocker(must(memorybackend.New(nil)), &lock.Options{Logger: quietLogger()})
+	l := mustLocker(testkit.Must(memorybackend.New(nil)), &lock.Options{Logger: quietLogger()})
 	res, err := l.Acquire(ctx, "i", time.Minute)
 	if err != nil || !res.Acquired {
 		t.Fatal(res, err)
@@ -46,7 +47,7 @@ func TestLockerInspect(t *testing.T) {
 	}
 
 	// A backend that is not an Inspector.
-	u := mustLocker(batchless{must(memorybackend.New(nil))}, &lock.Options{Logger: quietLogger()})
+	u := mustLocker(batchless{testkit.Must(memorybackend.New(nil))}, &lock.Options{Logger: quietLogger()})
 	defer u.Close()
 	_, err = u.Inspect(ctx, "i")
 	if !errors.Is(err, lock.ErrUnsupported) || !errors.Is(err, errors.ErrUnsupported) || errors.Is(err, lock.ErrBackend) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 
@@ -163,24 +164,17 @@ func TestDoCtxEndsByValidUntilWhileExtendStuck(t *testing.T) {
 		sb := &stuckBackend{Backend: newStore(t).NewBackend()}
 		l := newLocker(t, sb, nil)
 		const ttl = 300 * time.Millisecond
-		var cancelledAt, validUntil time.Time
-		var cause error
+		var loss testkit.Loss
 		_, err := lock.Do(context.Background(), l, "x", ttl, func(ctx context.Context, le *lock.Lease) (int, error) {
 			time.Sleep(ttl / 2) // one extend succeeds
 			sb.stick(false)
-			<-ctx.Done()
-			cancelledAt, validUntil, cause = time.Now(), le.ValidUntil(), context.Cause(ctx)
-			select {
-			case <-le.Lost():
-			default:
-				t.Error("fn's ctx ended but Lost is open")
-			}
+			loss = testkit.AwaitLoss(ctx, le)
 			sb.unstick()
 			return 0, nil
 		}, nil)
-		if cancelledAt.After(validUntil) || !errors.Is(cause, lock.ErrLeaseLost) {
-			t.Errorf("S5: fn's ctx ended at ValidUntil%+v (cause %v) while an extend was stuck; want no later than ValidUntil, cause ErrLeaseLost",
-				cancelledAt.Sub(validUntil), cause)
+		if loss.Late() > 0 || !errors.Is(loss.Cause, lock.ErrLeaseLost) || loss.LostOpen {
+			t.Errorf("S5: fn's ctx ended at ValidUntil%+v (cause %v, Lost still open: %v) while an extend was stuck; want no later than ValidUntil, cause ErrLeaseLost, Lost closed",
+				loss.Late(), loss.Cause, loss.LostOpen)
 		}
 		if sb.extends.Load() < 2 {
 			t.Errorf("%d extends; want the lease extended before the stall and an extend stuck", sb.extends.Load())
@@ -511,7 +505,7 @@ func TestKeepAliveStallHoldsOneChunk(t *testing.T) {
 		leases = append(leases, snap.Acquired...)
 	}
 	defer sb.unstick()
-	waitUntil(t, 10*time.Second, "the first keep-alive chunk is sent and stalls",
+	testkit.Eventually(t, 10*time.Second, "the first keep-alive chunk is sent and stalls",
 		func() bool { return sb.extends.Load() == chunk })
 	var returned atomic.Int32
 	var wg sync.WaitGroup
@@ -521,26 +515,13 @@ func TestKeepAliveStallHoldsOneChunk(t *testing.T) {
 			returned.Add(1)
 		})
 	}
-	waitUntil(t, 10*time.Second, "the releases of the leases outside the stalled chunk return",
+	testkit.Eventually(t, 10*time.Second, "the releases of the leases outside the stalled chunk return",
 		func() bool { return returned.Load() == n-chunk })
 	if got := sb.extends.Load(); got != chunk {
 		t.Errorf("%d extends sent while the first chunk stalls; want %d", got, chunk)
 	}
 	sb.unstick()
 	wg.Wait()
-}
-
-// waitUntil polls cond until it holds, and fails the test with what when it
-// does not within d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // failingExtend wraps a backend whose Extend always fails, as with the

@@ -6,20 +6,12 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/testkit"
 )
-
-// must returns v, and panics on err: for test set-up whose input is known
-// to be valid (nil options never fail).
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
-}
 
 // mustLocker is lock.New for set-up with valid options.
 func mustLocker(b backend.Backend, o *lock.Options) *lock.Locker {
-	return must(lock.New(b, o))
+	return testkit.Must(lock.New(b, o))
 }
 
 // quietLogger returns a Logger that writes nothing, for Lockers whose

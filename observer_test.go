@@ -12,6 +12,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 
@@ -84,7 +85,7 @@ func newObserved(t *testing.T, b backend.Backend, o lock.Options) (*lock.Locker,
 
 func TestObserverAcquireOutcomes(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	store := must(memorybackend.NewStore(nil))
+	store := testkit.Must(memorybackend.NewStore(nil))
 	l, rec := newObserved(t, store.NewBackend(), lock.Options{})
 	other := mustLocker(store.NewBackend(), &lock.Options{Logger: quietLogger()})
 	defer other.Close()
@@ -230,7 +231,7 @@ func TestObserverErrorsExtendsAndLostLeases(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	// The store's clock stands still: a lease ends at the store only by
 	// ExpireNow, so Do's lease below is presumed lost by the Locker alone.
-	store := must(memorybackend.NewStore(&memorybackend.Options{Clock: memorybackend.NewManualClock(time.Now())}))
+	store := testkit.Must(memorybackend.NewStore(&memorybackend.Options{Clock: memorybackend.NewManualClock(time.Now())}))
 	fb := &failing{Backend: store.NewBackend()}
 	l, rec := newObserved(t, fb, lock.Options{})
 	ctx := context.Background()
@@ -312,8 +313,8 @@ func TestObserverBatchesAndInspect(t *testing.T) {
 		step    string
 		inspect bool
 	}{
-		{"batcher", must(memorybackend.New(nil)), "acquire_batch", true},
-		{"fallback", batchless{must(memorybackend.New(nil))}, "acquire", false},
+		{"batcher", testkit.Must(memorybackend.New(nil)), "acquire_batch", true},
+		{"fallback", batchless{testkit.Must(memorybackend.New(nil))}, "acquire", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, rec := newObserved(t, tc.b, lock.Options{BatchTick: time.Millisecond})

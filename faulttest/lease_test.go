@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock"
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/redisbackend"
 )
 
@@ -46,30 +47,22 @@ func TestDoLeaseLossWithGoRedisDefaults(t *testing.T) {
 	l := e.locker(defaultGoRedis(e), lock.Options{})
 	t.Cleanup(func() { _ = e.srv.Resume() }) // never leave it stopped
 	const ttl = 500 * time.Millisecond
-	var cancelledAt, validUntil time.Time
-	var cause error
-	lostOpen := false
+	var loss testkit.Loss
 	_, err := lock.Do(context.Background(), l, "stall", ttl, func(ctx context.Context, le *lock.Lease) (int, error) {
 		if err := e.srv.Pause(); err != nil {
 			t.Error(err)
 		}
-		<-ctx.Done()
-		cancelledAt, validUntil, cause = time.Now(), le.ValidUntil(), context.Cause(ctx)
-		select {
-		case <-le.Lost():
-		default:
-			lostOpen = true
-		}
+		loss = testkit.AwaitLoss(ctx, le)
 		// Resume once the key has surely expired on the server too: a
 		// release that still found it held would prove fn protected.
 		time.AfterFunc(2*ttl, func() { _ = e.srv.Resume() })
 		return 0, nil
 	}, nil)
-	late := cancelledAt.Sub(validUntil)
+	late := loss.Late()
 	t.Logf("fn's ctx ended %v after ValidUntil; Do returned %v", late, err)
-	if late > timerSlack || !errors.Is(cause, lock.ErrLeaseLost) || lostOpen {
+	if late > timerSlack || !errors.Is(loss.Cause, lock.ErrLeaseLost) || loss.LostOpen {
 		t.Errorf("S5: fn's ctx ended %v after ValidUntil (cause %v, Lost still open: %v) while the server was stopped; want at most %v, cause ErrLeaseLost, Lost closed",
-			late, cause, lostOpen, timerSlack)
+			late, loss.Cause, loss.LostOpen, timerSlack)
 	}
 	if !errors.Is(err, lock.ErrLeaseLost) {
 		t.Errorf("Do = %v; want ErrLeaseLost: fn ran past its lease", err)

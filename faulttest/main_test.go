@@ -256,18 +256,6 @@ func (e *env) holder(id string) string {
 // made of what the test sets (TTLs, WaiterTimeouts, heartbeats) plus it.
 const loadSlack = time.Second
 
-// eventually waits until cond holds, polling, and fails after d.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond) // poll interval of a condition with a deadline
-	}
-}
-
 // recv waits for a value on ch for at most d.
 func recv[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
 	t.Helper()

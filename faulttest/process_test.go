@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock"
+	"github.com/redislocker/lock/internal/testkit"
 )
 
 // TestDeadWaiterPurgedWhenProcessStopped (L2, L3): a waiter in another
@@ -27,7 +28,7 @@ func TestDeadWaiterPurgedWhenProcessStopped(t *testing.T) {
 		// queue its TTL.
 		c := e.startChild("waiter", map[string]string{envID: id, envTTL: waiterTimeout.String(), envWaiter: waiterTimeout.String()})
 		c.expect(t, "start", 10*time.Second)
-		eventually(t, 10*time.Second, "child waiter queued", func() bool { return e.queued(id) == 1 })
+		testkit.Eventually(t, 10*time.Second, "child waiter queued", func() bool { return e.queued(id) == 1 })
 		// Then a live waiter in this process (FIFO: it is second).
 		live := e.directLocker(opts)
 		done := queuedWaiter(t, e, live, id)

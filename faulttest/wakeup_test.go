@@ -13,6 +13,7 @@ import (
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/faultproxy"
+	"github.com/redislocker/lock/internal/testkit"
 )
 
 // hooked wraps a backend and runs hooks at the points where a wake-up can
@@ -135,7 +136,7 @@ func queuedWaiter(t *testing.T, e *env, l *lock.Locker, id string) <-chan lock.R
 		}
 		done <- r
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return e.queued(id) > before })
+	testkit.Eventually(t, 5*time.Second, "waiter queued", func() bool { return e.queued(id) > before })
 	return done
 }
 
@@ -175,7 +176,7 @@ func recoveringWaiter(t *testing.T, e *env, l *lock.Locker, id string) (<-chan l
 			return
 		}
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return e.queued(id) > before })
+	testkit.Eventually(t, 5*time.Second, "waiter queued", func() bool { return e.queued(id) > before })
 	return done, &failed
 }
 

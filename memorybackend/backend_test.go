@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 
@@ -17,7 +18,7 @@ func newManual(t *testing.T, opts memorybackend.Options) (*memorybackend.ManualC
 	c := memorybackend.NewManualClock(epoch)
 	opts.Clock = c
 	opts.NoHandOff = !handOff(opts)
-	return c, must(memorybackend.NewStore(&opts))
+	return c, testkit.Must(memorybackend.NewStore(&opts))
 }
 
 func req(id, tok string, wait bool) backend.AcquireRequest {
@@ -133,7 +134,7 @@ func TestCancelledContext(t *testing.T) {
 }
 
 func TestEmptyTokenIsRejected(t *testing.T) {
-	b := must(memorybackend.New(nil))
+	b := testkit.Must(memorybackend.New(nil))
 	if _, err := b.Acquire(context.Background(), req("x", "", false)); !errors.Is(err, backend.ErrInvalidArgument) {
 		t.Fatalf("Acquire with an empty token: err = %v, want ErrInvalidArgument", err)
 	}
@@ -311,7 +312,7 @@ func TestSubscribe(t *testing.T) {
 // into the backend.
 func TestSubscriberMayCallBack(t *testing.T) {
 	ctx := context.Background()
-	b := must(memorybackend.New(nil))
+	b := testkit.Must(memorybackend.New(nil))
 	var g backend.Grant
 	var gerr error
 	cancel, err := b.Subscribe(ctx, "x", func(w backend.Wake) {
@@ -397,7 +398,7 @@ func TestLenSweepsExpiredState(t *testing.T) {
 
 func TestDefaultsUseTheRealClock(t *testing.T) {
 	ctx := context.Background()
-	b := must(memorybackend.New(nil))
+	b := testkit.Must(memorybackend.New(nil))
 	g, err := b.Acquire(ctx, backend.AcquireRequest{ID: "x", Token: "A", TTL: time.Hour})
 	if err != nil || !g.Acquired || g.Fence < uint64(time.Now().Add(-time.Minute).UnixMicro()) { // fences follow the wall clock
 		t.Fatalf("Acquire = %+v, %v", g, err)
@@ -435,7 +436,7 @@ func TestUncontendedAllocations(t *testing.T) {
 		t.Skip("allocation counts differ under the race detector")
 	}
 	ctx := context.Background()
-	b := must(memorybackend.New(nil))
+	b := testkit.Must(memorybackend.New(nil))
 	r := backend.AcquireRequest{ID: "alloc", Token: "tok", TTL: time.Minute}
 	allocs := testing.AllocsPerRun(1000, func() {
 		if _, err := b.Acquire(ctx, r); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 
@@ -15,7 +16,7 @@ import (
 // the real clock.
 func BenchmarkAcquireRelease(b *testing.B) {
 	ctx := context.Background()
-	var be backend.Backend = must(memorybackend.New(nil))
+	var be backend.Backend = testkit.Must(memorybackend.New(nil))
 	r := backend.AcquireRequest{ID: "bench", Token: "token", TTL: time.Minute}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -34,7 +35,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // goroutines on one Store, each on its own id.
 func BenchmarkAcquireReleaseParallel(b *testing.B) {
 	ctx := context.Background()
-	var be backend.Backend = must(memorybackend.New(nil))
+	var be backend.Backend = testkit.Must(memorybackend.New(nil))
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()

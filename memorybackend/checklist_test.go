@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 
@@ -43,7 +44,7 @@ func newEnv(t *testing.T, opts memorybackend.Options) *env {
 	e := &env{ctx: context.Background(), clock: memorybackend.NewManualClock(epoch)}
 	opts.Clock = e.clock
 	opts.NoHandOff = !handOff(opts)
-	e.store = must(memorybackend.NewStore(&opts))
+	e.store = testkit.Must(memorybackend.NewStore(&opts))
 	e.b = e.store.NewBackend()
 	other := e.store.NewBackend()
 	cancel, err := e.b.Subscribe(e.ctx, id, func(w backend.Wake) {

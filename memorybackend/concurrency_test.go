@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 
@@ -25,7 +26,7 @@ func TestConcurrentMutualExclusion(t *testing.T) {
 	)
 	ids := []string{"a", "b", "c"}
 	clock := memorybackend.NewManualClock(epoch)
-	store := must(memorybackend.NewStore(&memorybackend.Options{Clock: clock}))
+	store := testkit.Must(memorybackend.NewStore(&memorybackend.Options{Clock: clock}))
 	backends := make([]*memorybackend.Backend, procs)
 	for i := range backends {
 		backends[i] = store.NewBackend()

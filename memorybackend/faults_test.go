@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 
@@ -15,7 +16,7 @@ import (
 // ends it with ctx's error and subscribes nothing.
 func TestDelaySubscriptions(t *testing.T) {
 	const d = 50 * time.Millisecond
-	s := must(memorybackend.NewStore(&memorybackend.Options{NoHandOff: true}))
+	s := testkit.Must(memorybackend.NewStore(&memorybackend.Options{NoHandOff: true}))
 	a, b := s.NewBackend(), s.NewBackend()
 	ctx := context.Background()
 	// handOver: A acquires id, B queues behind it, A releases.
@@ -66,7 +67,7 @@ func TestDelaySubscriptions(t *testing.T) {
 // TestDropNotifier: every subscription of the Backend, and only of it,
 // gets Wake{All}.
 func TestDropNotifier(t *testing.T) {
-	s := must(memorybackend.NewStore(nil))
+	s := testkit.Must(memorybackend.NewStore(nil))
 	a, b := s.NewBackend(), s.NewBackend()
 	ctx := context.Background()
 	var wa, wb []backend.Wake
@@ -91,7 +92,7 @@ func TestDropNotifier(t *testing.T) {
 // has a live holder; fences go on from the store-wide counter.
 func TestForget(t *testing.T) {
 	clock := memorybackend.NewManualClock(time.Unix(0, 0))
-	s := must(memorybackend.NewStore(&memorybackend.Options{Clock: clock}))
+	s := testkit.Must(memorybackend.NewStore(&memorybackend.Options{Clock: clock}))
 	b := s.NewBackend()
 	ctx := context.Background()
 	g1, err := b.Acquire(ctx, backend.AcquireRequest{ID: "x", Token: "A", TTL: time.Second})

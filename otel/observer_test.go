@@ -16,6 +16,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 	lockotel "github.com/redislocker/lock/otel"
 )
@@ -109,13 +110,7 @@ func value(t *testing.T, m metricdata.Metrics, want ...attribute.KeyValue) int64
 // eventually polls cond every few milliseconds for up to 5 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, what, cond)
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -124,7 +119,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // asserts each metric the package documents.
 func TestMetricsScenario(t *testing.T) {
 	tm := newTelemetry(t, false)
-	store := must(memorybackend.NewStore(nil))
+	store := testkit.Must(memorybackend.NewStore(nil))
 	l := mustLocker(broken{store.NewBackend()}, &lock.Options{Observer: tm.obs, Logger: quiet(), WaiterTimeout: 900 * time.Millisecond})
 	defer l.Close()
 	other := mustLocker(store.NewBackend(), &lock.Options{Logger: quiet()})
@@ -283,7 +278,7 @@ func TestMetricsScenario(t *testing.T) {
 // asked for.
 func TestIDAttributeOptIn(t *testing.T) {
 	tm := newTelemetry(t, true)
-	l := mustLocker(must(memorybackend.New(nil)), &lock.Options{Observer: tm.obs, Logger: quiet()})
+	l := mustLocker(testkit.Must(memorybackend.New(nil)), &lock.Options{Observer: tm.obs, Logger: quiet()})
 	defer l.Close()
 	r, err := l.Acquire(context.Background(), "job-7", time.Minute)
 	if err != nil || !r.Acquired {
@@ -295,15 +290,7 @@ func TestIDAttributeOptIn(t *testing.T) {
 	}
 }
 
-// must returns v, and panics on err: for set-up whose input is valid.
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
-}
-
 // mustLocker is lock.New for set-up with valid options.
 func mustLocker(b backend.Backend, o *lock.Options) *lock.Locker {
-	return must(lock.New(b, o))
+	return testkit.Must(lock.New(b, o))
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -12,25 +11,15 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/redisstep"
+	"github.com/redislocker/lock/internal/testkit"
 )
-
-// closedAddr returns an address on which nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 // With nothing listening, an Acquire fails after its one step: a step that
 // never reached the server is not followed by a cleanup round trip.
 func TestWrongPortCostsOneCommand(t *testing.T) {
-	client := redis.NewClient(&redis.Options{Addr: closedAddr(t), DialerRetries: 1, MaxRetries: -1})
+	client := redis.NewClient(&redis.Options{Addr: testkit.ClosedAddr(t), DialerRetries: 1, MaxRetries: -1})
 	defer client.Close()
 	cnt := &counter{}
 	client.AddHook(cnt)
@@ -55,18 +44,5 @@ func TestWrongPortCostsOneCommand(t *testing.T) {
 // The client's errors are classified: a dial failure and a closed client
 // are unsent, a reply is the server's answer.
 func TestKind(t *testing.T) {
-	_, dialErr := net.Dial("tcp", closedAddr(t))
-	for _, c := range []struct {
-		err  error
-		want redisstep.Kind
-	}{
-		{nil, redisstep.KindOK},
-		{dialErr, redisstep.KindUnsent},
-		{redis.ErrClosed, redisstep.KindUnsent},
-		{io.ErrUnexpectedEOF, redisstep.KindUnknown},
-	} {
-		if got := (commands{}).Kind(c.err); got != c.want {
-			t.Errorf("Kind(%v) = %d, want %d", c.err, got, c.want)
-		}
-	}
+	adaptertest.Kinds(t, commands{}.Kind, map[error]redisstep.Kind{redis.ErrClosed: redisstep.KindUnsent})
 }

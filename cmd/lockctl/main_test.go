@@ -20,6 +20,7 @@ import (
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/redisbackend"
 )
 
@@ -101,13 +102,7 @@ func (e *env) lockctl(ctx context.Context, args ...string) (int, string, string)
 // waitFor polls cond until it holds, for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, what, cond)
 }
 
 // queue starts an Acquire of id by l in the background and waits until

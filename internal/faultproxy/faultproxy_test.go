@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/redislocker/lock/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -422,13 +424,7 @@ func TestCutAllAndRefuse(t *testing.T) {
 }
 
 func TestTargetDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	p := Start(t, addr)
+	p := Start(t, testkit.ClosedAddr(t))
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		return // reset before connect returned: as good as a dead server

@@ -28,16 +28,6 @@ type Harness struct {
 	Unwrap func(t *testing.T, b backend.Backend) *memorybackend.Backend
 }
 
-var (
-	_ conformance.Harness          = (*Harness)(nil)
-	_ conformance.Expirer          = (*Harness)(nil)
-	_ conformance.StateChecker     = (*Harness)(nil)
-	_ conformance.Forgetter        = (*Harness)(nil)
-	_ conformance.NotifierDropper  = (*Harness)(nil)
-	_ conformance.SubscribeDelayer = (*Harness)(nil)
-	_ conformance.Limiter          = (*Harness)(nil)
-)
-
 // New returns a harness on a new Store with the harness's limits; uncapped
 // leaves the Store's waiter cap at its default, far above what Limits
 // states (for a backend that fails to enforce it).

@@ -62,16 +62,6 @@ type Harness struct {
 	conns      notifyconn.Set
 }
 
-var (
-	_ conformance.Harness          = (*Harness)(nil)
-	_ conformance.Expirer          = (*Harness)(nil)
-	_ conformance.StateChecker     = (*Harness)(nil)
-	_ conformance.Forgetter        = (*Harness)(nil)
-	_ conformance.NotifierDropper  = (*Harness)(nil)
-	_ conformance.SubscribeDelayer = (*Harness)(nil)
-	_ conformance.Limiter          = (*Harness)(nil)
-)
-
 // newHarness returns a Harness on tg under prefix whose backends come from
 // newBackend.
 func newHarness(t *testing.T, tg Target, prefix string, newBackend func(*testing.T, *notifyconn.Conns) backend.Backend) *Harness {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/redislocker/lock/internal/testkit"
 )
 
 // Options shape a server. The zero value is a plain redis-server.
@@ -81,7 +83,7 @@ func Start(o Options) (*Server, error) {
 	}
 	var last error
 	for range 3 {
-		port, err := FreePort()
+		port, err := testkit.FreePort()
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -129,16 +131,6 @@ func DefaultArgs(port int, dir, logPath string) []string {
 		"--logfile", logPath,
 		"--daemonize", "no",
 	}
-}
-
-// FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // launch starts the process on s.Port and waits until it answers PING.
