@@ -255,15 +255,8 @@ func TestSubscribe(t *testing.T) {
 	_, s := newManual(t, memorybackend.Options{})
 	b1, b2 := s.NewBackend(), s.NewBackend()
 
-	var mu sync.Mutex
-	got := map[string][]backend.Wake{}
-	rec := func(name string) func(backend.Wake) {
-		return func(w backend.Wake) {
-			mu.Lock()
-			got[name] = append(got[name], w)
-			mu.Unlock()
-		}
-	}
+	var r testkit.Recorder[backend.Wake]
+	rec := r.Fn
 	cancel1, err := b1.Subscribe(ctx, "x", rec("b1/x"))
 	if err != nil {
 		t.Fatal(err)
@@ -297,13 +290,11 @@ func TestSubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
 	want := map[string][]backend.Wake{
 		"b1/x": {{ID: "x", Token: "C"}},
 		"b2/x": {{ID: "x", Token: "B"}},
 	}
-	if !reflect.DeepEqual(got, want) {
+	if got := r.Got(); !reflect.DeepEqual(got, want) {
 		t.Errorf("wake-ups = %+v, want %+v", got, want)
 	}
 }

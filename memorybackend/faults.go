@@ -2,6 +2,8 @@ package memorybackend
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/redislocker/lock/backend"
@@ -41,10 +43,7 @@ func (b *Backend) awaitSubscription(ctx context.Context) error {
 // from the caller's goroutine, outside every lock.
 func (b *Backend) DropNotifier() {
 	b.mu.Lock()
-	subs := make([]*subscription, 0, len(b.subs))
-	for sub := range b.subs {
-		subs = append(subs, sub)
-	}
+	subs := slices.Collect(maps.Keys(b.subs))
 	b.mu.Unlock()
 	for _, sub := range subs {
 		sub.fn(backend.Wake{ID: sub.id, All: true})

@@ -32,15 +32,7 @@ func TestShardedOnOneServer(t *testing.T) {
 	if g, err := holder.Acquire(ctx, req("h", "H", false)); err != nil || !g.Acquired {
 		t.Fatalf("holder: %+v, %v", g, err)
 	}
-	if g, err := waiter.Acquire(ctx, req("h", "W", true)); err != nil || !g.Queued {
-		t.Fatalf("waiter: %+v, %v", g, err)
-	}
-	if err := holder.Release(ctx, "h", "H"); err != nil {
-		t.Fatal(err)
-	}
-	if x := w.Next(t); !adaptertest.IsGrant(x, "h", "W") {
-		t.Fatalf("wake after the release = %+v, want the head's token", x)
-	}
+	adaptertest.HandOff(t, w, holder, waiter, "h", "H", "W")
 	inbox := waiter.Inbox("h")
 	if n := e.raw.PubSubNumSub(ctx, inbox).Val()[inbox]; n != 1 {
 		t.Fatalf("PUBSUB NUMSUB = %d: want only the test's classic subscriber", n)

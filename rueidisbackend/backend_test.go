@@ -67,15 +67,7 @@ func TestNewOptions(t *testing.T) {
 	other, _ := e.backend(Tracking, nil) // same prefix
 	mustAcquire(t, other, req("inv", "A", false))
 	w := adaptertest.Subscribed(t, b, "inv")
-	if g := mustAcquire(t, b, req("inv", "B", true)); !g.Queued {
-		t.Fatalf("B = %+v, want queued", g)
-	}
-	if err := other.Release(ctx, "inv", "A"); err != nil {
-		t.Fatal(err)
-	}
-	if x := w.Next(t); !adaptertest.IsGrant(x, "inv", "B") {
-		t.Fatalf("wake = %+v, want B's grant", x)
-	}
+	adaptertest.HandOff(t, w, other, b, "inv", "A", "B")
 	userMu.Lock()
 	seen := slices.Clone(userKeys)
 	userMu.Unlock()

@@ -29,15 +29,7 @@ func TestShardedOnOneServer(t *testing.T) {
 	if g := mustAcquire(t, holder, req("h", "H", false)); !g.Acquired {
 		t.Fatalf("holder: %+v", g)
 	}
-	if g := mustAcquire(t, waiter, req("h", "W", true)); !g.Queued {
-		t.Fatalf("waiter: %+v", g)
-	}
-	if err := holder.Release(ctx, "h", "H"); err != nil {
-		t.Fatal(err)
-	}
-	if x := w.Next(t); !adaptertest.IsGrant(x, "h", "W") {
-		t.Fatalf("wake after the release = %+v, want the head's token", x)
-	}
+	adaptertest.HandOff(t, w, holder, waiter, "h", "H", "W")
 	if n, _ := e.do("PUBSUB", "SHARDNUMSUB", ch).ToArray(); len(n) != 2 {
 		t.Fatalf("PUBSUB SHARDNUMSUB = %v", n)
 	} else if v, _ := n[1].AsInt64(); v != 1 {

@@ -79,15 +79,7 @@ func TestOwnProcessWakes(t *testing.T) {
 	w, _ := e.backend(Tracking, nil)
 	x := adaptertest.Subscribed(t, w, "x")
 	mustAcquire(t, w, req("x", "H", false))
-	if g := mustAcquire(t, w, req("x", "Q", true)); !g.Queued {
-		t.Fatalf("Q = %+v, want queued", g)
-	}
-	if err := w.Release(ctx, "x", "H"); err != nil {
-		t.Fatal(err)
-	}
-	if got := x.Next(t); !adaptertest.IsGrant(got, "x", "Q") {
-		t.Fatalf("its own release woke %+v, want Q's grant", got)
-	}
+	adaptertest.HandOff(t, x, w, w, "x", "H", "Q")
 	if err := w.Leave(ctx, "x", "Q"); err != nil {
 		t.Fatal(err)
 	}

@@ -133,3 +133,19 @@ func IsGrant(x backend.Wake, id, token string) bool {
 	return x.ID == id && x.Token == token && x.Grant != nil && !x.All && x.HolderTTL == 0 &&
 		x.Grant.Fence > 0 && x.Grant.TTL > 0 && !x.Grant.StoreTime.IsZero()
 }
+
+// HandOff queues token as a waiter of id through waiter, releases id's
+// holder, holderToken, through holder, and checks that w hears token's
+// grant: the release hands the lock to the head.
+func HandOff(t testing.TB, w *Wakes, holder, waiter backend.Backend, id, holderToken, token string) {
+	t.Helper()
+	if g := MustAcquire(t, waiter, Req(id, token, true)); !g.Queued {
+		t.Fatalf("%s's Acquire of %q = %+v, want queued", token, id, g)
+	}
+	if err := holder.Release(context.Background(), id, holderToken); err != nil {
+		t.Fatal(err)
+	}
+	if x := w.Next(t); !IsGrant(x, id, token) {
+		t.Fatalf("wake after %s's release = %+v, want %s's grant", holderToken, x, token)
+	}
+}

@@ -19,7 +19,9 @@ package faultproxy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -168,10 +170,7 @@ func (p *Proxy) Clear() {
 // many there were. New connections are accepted as usual.
 func (p *Proxy) CutAll() int {
 	p.mu.Lock()
-	cs := make([]*conn, 0, len(p.conns))
-	for c := range p.conns {
-		cs = append(cs, c)
-	}
+	cs := slices.Collect(maps.Keys(p.conns))
 	p.mu.Unlock()
 	for _, c := range cs {
 		c.cut()

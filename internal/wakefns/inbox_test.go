@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/testkit"
 )
 
 type opener struct {
@@ -40,15 +41,8 @@ func (o *opener) open(channel string) func(context.Context, func(backend.Wake)) 
 func TestInboxRouting(t *testing.T) {
 	in := NewInbox()
 	o := &opener{deliver: map[string]func(backend.Wake){}}
-	var mu sync.Mutex
-	got := map[string][]backend.Wake{}
-	fn := func(name string) func(backend.Wake) {
-		return func(w backend.Wake) {
-			mu.Lock()
-			got[name] = append(got[name], w)
-			mu.Unlock()
-		}
-	}
+	var rec testkit.Recorder[backend.Wake]
+	fn := rec.Fn
 	ctx := context.Background()
 	ca, err := in.Subscribe(ctx, "a", "c1", fn("a"), o.open("c1"))
 	if err != nil {
@@ -67,25 +61,22 @@ func TestInboxRouting(t *testing.T) {
 		t.Fatal("Message: a valid message reported unparsed, or junk parsed")
 	}
 	o.deliver["c1"](backend.Wake{All: true}) // c1 resubscribed
-	mu.Lock()
+	got := rec.Got()
 	if len(got["a"]) != 2 || got["a"][0] != (backend.Wake{ID: "a", Token: "T"}) || got["a"][1] != (backend.Wake{ID: "a", All: true}) {
 		t.Fatalf("a got %+v, want its message, then All", got["a"])
 	}
 	if len(got["b"]) != 1 || !got["b"][0].All || len(got["c"]) != 0 {
 		t.Fatalf("b got %+v, c got %+v; want only c1's All for b", got["b"], got["c"])
 	}
-	mu.Unlock()
 	if n := in.Received(); n != 2 {
 		t.Fatalf("Received = %d, want 2 (both messages, not the All)", n)
 	}
 	ca()
 	ca()
 	in.Message("1:a:U")
-	mu.Lock()
-	if len(got["a"]) != 2 {
-		t.Fatalf("a got %+v after cancel", got["a"])
+	if a := rec.Got()["a"]; len(a) != 2 {
+		t.Fatalf("a got %+v after cancel", a)
 	}
-	mu.Unlock()
 	in.Close()
 	if o.cancels != 2 {
 		t.Fatalf("Close cancelled %d channel subscriptions, want 2", o.cancels)
