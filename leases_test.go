@@ -11,6 +11,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/locktest"
 	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
@@ -257,24 +258,11 @@ func TestAcquireManyKeepAlive(t *testing.T) {
 				for i := range ids {
 					ids[i] = "job-" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
 				}
-				ctx := context.Background()
-				var released, notHeld int
-				for snap, err := range l.AcquireMany(ctx, ids, ttl) {
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, le := range snap.Acquired {
-						time.Sleep(each)
-						switch err := le.Release(ctx); {
-						case err == nil:
-							released++
-						case errors.Is(err, lock.ErrNotHeld):
-							notHeld++
-						default:
-							t.Fatal(err)
-						}
-					}
+				w, err := locktest.WorkAll(context.Background(), l, ids, ttl, each)
+				if err != nil {
+					t.Fatal(err)
 				}
+				released, notHeld := w.Released, w.NotHeld
 				t.Logf("%d released, %d ErrNotHeld; %d batched extends of %d leases, %d single extends",
 					released, notHeld, cb.batches.Load(), cb.leases.Load(), fb.extends.Load())
 				if !c.keepAlive {

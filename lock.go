@@ -81,6 +81,7 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -185,19 +186,10 @@ func New(b backend.Backend, opts *Options) (*Locker, error) {
 	if err := o.check(res); err != nil {
 		return nil, err
 	}
-	if o.QueueTimeout == 0 {
-		o.QueueTimeout = DefaultQueueTimeout
-	}
-	if o.BatchTick == 0 {
-		o.BatchTick = DefaultBatchTick
-	}
-	if o.WaiterTimeout == 0 {
-		o.WaiterTimeout = DefaultWaiterTimeout
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	wt := o.WaiterTimeout.Truncate(res)
+	o.QueueTimeout = cmp.Or(o.QueueTimeout, DefaultQueueTimeout)
+	o.BatchTick = cmp.Or(o.BatchTick, DefaultBatchTick)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	wt := cmp.Or(o.WaiterTimeout, DefaultWaiterTimeout).Truncate(res)
 	obs, b := newObserver(o.Observer, b) // observer.go: b reports its steps
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &Locker{

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -198,15 +199,9 @@ func (e *env) handsOff() bool { return backend.HandsOff(e.backend()) }
 // "process"), wrapped in a spy; it is closed at the end of the subtest.
 // Zero fields of o get the suite's short timings.
 func (e *env) locker(o lock.Options) (*lock.Locker, *spy) {
-	if o.QueueTimeout == 0 {
-		o.QueueTimeout = queueTimeout
-	}
-	if o.WaiterTimeout == 0 {
-		o.WaiterTimeout = waiterTimeout
-	}
-	if o.BatchTick == 0 {
-		o.BatchTick = batchTick
-	}
+	o.QueueTimeout = cmp.Or(o.QueueTimeout, queueTimeout)
+	o.WaiterTimeout = cmp.Or(o.WaiterTimeout, waiterTimeout)
+	o.BatchTick = cmp.Or(o.BatchTick, batchTick)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(e.logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock"
+	"github.com/redislocker/lock/internal/locktest"
 	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/redisbackend"
 )
@@ -111,30 +112,15 @@ func TestAcquireManyKeepAliveRedis(t *testing.T) {
 		for i := range ids {
 			ids[i] = fmt.Sprintf("job-%d", i)
 		}
-		ctx := context.Background()
-		released, notHeld, shown := 0, 0, 0
 		start := time.Now()
-		for snap, err := range l.AcquireMany(ctx, ids, ttl) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			shown++
-			for _, le := range snap.Acquired {
-				time.Sleep(work) // the work on one id
-				switch err := le.Release(ctx); {
-				case err == nil:
-					released++
-				case errors.Is(err, lock.ErrNotHeld):
-					notHeld++
-				default:
-					t.Fatal(err)
-				}
-			}
+		w, err := locktest.WorkAll(context.Background(), l, ids, ttl, work)
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Logf("%d snapshots, %d released, %d ErrNotHeld, in %v", shown, released, notHeld, time.Since(start))
-		if released != n {
+		t.Logf("%d snapshots, %d released, %d ErrNotHeld, in %v", w.Snapshots, w.Released, w.NotHeld, time.Since(start))
+		if w.Released != n {
 			t.Fatalf("with keep-alive %d of %d releases succeeded (%d ErrNotHeld); want all; Locker's log: %q",
-				released, n, notHeld, e.logs.matching("lock: "))
+				w.Released, n, w.NotHeld, e.logs.matching("lock: "))
 		}
 		if took := time.Since(start); took < 2*ttl {
 			t.Logf("processing took %v, less than 2 ttls: the keep-alive was not exercised on this run", took)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/internal/testkit"
+	"github.com/redislocker/lock/internal/wakefns"
 )
 
 // Options shape a server. The zero value is a plain redis-server.
@@ -239,14 +240,10 @@ func (s *Server) Kill() {
 // WaitExit waits up to d for the current process to exit.
 func (s *Server) WaitExit(d time.Duration) error {
 	_, exited := s.current()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-exited:
-		return nil
-	case <-t.C:
+	if wakefns.Sleep(exited, d) {
 		return fmt.Errorf("redis-server on port %d did not exit within %v", s.Port, d)
 	}
+	return nil
 }
 
 // Close kills the process and removes the directory Start created. It is
