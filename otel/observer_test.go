@@ -16,7 +16,6 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 	lockotel "github.com/redislocker/lock/otel"
 )
@@ -110,7 +109,13 @@ func value(t *testing.T, m metricdata.Metrics, want ...attribute.KeyValue) int64
 // eventually polls cond every few milliseconds for up to 5 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	testkit.Eventually(t, 5*time.Second, what, cond)
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -119,10 +124,13 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // asserts each metric the package documents.
 func TestMetricsScenario(t *testing.T) {
 	tm := newTelemetry(t, false)
-	store := testkit.Must(memorybackend.NewStore(nil))
-	l := mustLocker(broken{store.NewBackend()}, &lock.Options{Observer: tm.obs, Logger: quiet(), WaiterTimeout: 900 * time.Millisecond})
+	store, err := memorybackend.NewStore(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLocker(t, broken{store.NewBackend()}, &lock.Options{Observer: tm.obs, Logger: quiet(), WaiterTimeout: 900 * time.Millisecond})
 	defer l.Close()
-	other := mustLocker(store.NewBackend(), &lock.Options{Logger: quiet()})
+	other := newLocker(t, store.NewBackend(), &lock.Options{Logger: quiet()})
 	defer other.Close()
 	ctx := context.Background()
 	waiters := func() int64 { return value(t, tm.collect(t)["lock.waiters"]) }
@@ -278,7 +286,11 @@ func TestMetricsScenario(t *testing.T) {
 // asked for.
 func TestIDAttributeOptIn(t *testing.T) {
 	tm := newTelemetry(t, true)
-	l := mustLocker(testkit.Must(memorybackend.New(nil)), &lock.Options{Observer: tm.obs, Logger: quiet()})
+	b, err := memorybackend.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLocker(t, b, &lock.Options{Observer: tm.obs, Logger: quiet()})
 	defer l.Close()
 	r, err := l.Acquire(context.Background(), "job-7", time.Minute)
 	if err != nil || !r.Acquired {
@@ -290,7 +302,12 @@ func TestIDAttributeOptIn(t *testing.T) {
 	}
 }
 
-// mustLocker is lock.New for set-up with valid options.
-func mustLocker(b backend.Backend, o *lock.Options) *lock.Locker {
-	return testkit.Must(lock.New(b, o))
+// newLocker is lock.New for set-up; it fails t on an error.
+func newLocker(t *testing.T, b backend.Backend, o *lock.Options) *lock.Locker {
+	t.Helper()
+	l, err := lock.New(b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

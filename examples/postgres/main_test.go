@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -17,8 +18,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
-
-	"github.com/redislocker/lock/internal/testkit"
 )
 
 // dsn is the database the tests use: PGX_TEST_DSN, or a server TestMain
@@ -151,7 +150,7 @@ func startServer() (string, func(), error) {
 		os.RemoveAll(dir)
 		return "", nil, err
 	}
-	port, err := testkit.FreePort()
+	port, err := freePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err
@@ -211,4 +210,14 @@ func startServer() (string, func(), error) {
 		stop()
 		return "", nil, fmt.Errorf("server not ready: %v\n%s", err, log)
 	}
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
