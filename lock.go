@@ -188,8 +188,9 @@ func New(b backend.Backend, opts *Options) (*Locker, error) {
 	}
 	o.QueueTimeout = cmp.Or(o.QueueTimeout, DefaultQueueTimeout)
 	o.BatchTick = cmp.Or(o.BatchTick, DefaultBatchTick)
+	o.WaiterTimeout = cmp.Or(o.WaiterTimeout, DefaultWaiterTimeout)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
-	wt := cmp.Or(o.WaiterTimeout, DefaultWaiterTimeout).Truncate(res)
+	wt := o.WaiterTimeout.Truncate(res)
 	obs, b := newObserver(o.Observer, b) // observer.go: b reports its steps
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &Locker{

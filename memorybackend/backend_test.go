@@ -255,14 +255,13 @@ func TestSubscribe(t *testing.T) {
 	_, s := newManual(t, memorybackend.Options{})
 	b1, b2 := s.NewBackend(), s.NewBackend()
 
-	var r testkit.Recorder[backend.Wake]
-	rec := r.Fn
-	cancel1, err := b1.Subscribe(ctx, "x", rec("b1/x"))
+	var rec testkit.Recorder[backend.Wake]
+	cancel1, err := b1.Subscribe(ctx, "x", rec.Fn("b1/x"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cancel2, _ := b2.Subscribe(ctx, "x", rec("b2/x"))
-	cancelY, _ := b2.Subscribe(ctx, "y", rec("b2/y"))
+	cancel2, _ := b2.Subscribe(ctx, "x", rec.Fn("b2/x"))
+	cancelY, _ := b2.Subscribe(ctx, "y", rec.Fn("b2/y"))
 	defer cancel2()
 	defer cancelY()
 
@@ -294,7 +293,7 @@ func TestSubscribe(t *testing.T) {
 		"b1/x": {{ID: "x", Token: "C"}},
 		"b2/x": {{ID: "x", Token: "B"}},
 	}
-	if got := r.Got(); !reflect.DeepEqual(got, want) {
+	if got := rec.Got(); !reflect.DeepEqual(got, want) {
 		t.Errorf("wake-ups = %+v, want %+v", got, want)
 	}
 }

@@ -36,7 +36,6 @@ import (
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redisserver"
 	"github.com/redislocker/lock/internal/redistest"
-	"github.com/redislocker/lock/internal/testkit"
 )
 
 // Options shape a cluster.
@@ -255,7 +254,7 @@ func start(o Options, dir string, rmDir bool) (c *Cluster, err error) {
 
 func startNode(bin, dir string, nodeTimeout time.Duration) (*Node, error) {
 	return startProcess(bin, dir, func(port int, logPath string) ([]string, error) {
-		bus, err := testkit.FreePort()
+		bus, err := redisserver.FreePort()
 		if err != nil {
 			return nil, err
 		}

@@ -11,9 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/redislocker/lock/internal/testkit"
-	"github.com/redislocker/lock/internal/wakefns"
 )
 
 // Options shape a server. The zero value is a plain redis-server.
@@ -84,7 +81,7 @@ func Start(o Options) (*Server, error) {
 	}
 	var last error
 	for range 3 {
-		port, err := testkit.FreePort()
+		port, err := FreePort()
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -132,6 +129,16 @@ func DefaultArgs(port int, dir, logPath string) []string {
 		"--logfile", logPath,
 		"--daemonize", "no",
 	}
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // launch starts the process on s.Port and waits until it answers PING.
@@ -240,10 +247,14 @@ func (s *Server) Kill() {
 // WaitExit waits up to d for the current process to exit.
 func (s *Server) WaitExit(d time.Duration) error {
 	_, exited := s.current()
-	if wakefns.Sleep(exited, d) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-exited:
+		return nil
+	case <-t.C:
 		return fmt.Errorf("redis-server on port %d did not exit within %v", s.Port, d)
 	}
-	return nil
 }
 
 // Close kills the process and removes the directory Start created. It is

@@ -19,7 +19,7 @@ func (f *failT) Fatalf(format string, args ...any) {
 	panic(f)
 }
 
-// run calls fn with a failT and returns its Fatalf format, or "".
+// run calls fn with a failT and returns its Fatalf message, or "".
 func run(t *testing.T, fn func(tb testing.TB)) (msg string) {
 	f := &failT{TB: t}
 	defer func() {

@@ -42,16 +42,15 @@ func TestInboxRouting(t *testing.T) {
 	in := NewInbox()
 	o := &opener{deliver: map[string]func(backend.Wake){}}
 	var rec testkit.Recorder[backend.Wake]
-	fn := rec.Fn
 	ctx := context.Background()
-	ca, err := in.Subscribe(ctx, "a", "c1", fn("a"), o.open("c1"))
+	ca, err := in.Subscribe(ctx, "a", "c1", rec.Fn("a"), o.open("c1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := in.Subscribe(ctx, "b", "c1", fn("b"), o.open("c1")); err != nil {
+	if _, err := in.Subscribe(ctx, "b", "c1", rec.Fn("b"), o.open("c1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := in.Subscribe(ctx, "c", "c2", fn("c"), o.open("c2")); err != nil {
+	if _, err := in.Subscribe(ctx, "c", "c2", rec.Fn("c"), o.open("c2")); err != nil {
 		t.Fatal(err)
 	}
 	if o.opens != 2 {
@@ -81,7 +80,7 @@ func TestInboxRouting(t *testing.T) {
 	if o.cancels != 2 {
 		t.Fatalf("Close cancelled %d channel subscriptions, want 2", o.cancels)
 	}
-	if _, err := in.Subscribe(ctx, "a", "c1", fn("a"), o.open("c1")); !errors.Is(err, backend.ErrClosed) {
+	if _, err := in.Subscribe(ctx, "a", "c1", rec.Fn("a"), o.open("c1")); !errors.Is(err, backend.ErrClosed) {
 		t.Fatalf("Subscribe after Close = %v, want ErrClosed", err)
 	}
 }
