@@ -108,4 +108,10 @@ type Limits struct {
 	// (checklist item 7; e.g. one notification channel per id).
 	// one-delivery-per-wake is then skipped.
 	WakesEveryProcess bool
+	// Strict claims full conformance: every property the suite would skip
+	// (for a capability the harness or the backend lacks, or for an
+	// exception stated above) fails instead, with the reason it would
+	// have skipped. Run logs every skip either way, in a summary at its
+	// end.
+	Strict bool
 }
