@@ -15,7 +15,7 @@ import (
 func (e *env) skipNoHandOff() {
 	e.t.Helper()
 	if !e.handsOff() {
-		e.t.Skip("the backend does not hand off (no backend.HandOffer): the wake-then-acquire properties cover it")
+		e.skipf("the backend does not hand off (no backend.HandOffer): the wake-then-acquire properties cover it")
 	}
 }
 

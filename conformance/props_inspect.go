@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,7 +28,7 @@ func inspectProp(e *env) {
 	in, ok := raw.(backend.Inspector)
 	if !ok {
 		_ = raw.Close()
-		e.t.Skipf("%T does not implement backend.Inspector (an optional capability)", raw)
+		e.skipf("%T does not implement backend.Inspector (an optional capability)", raw)
 	}
 	il, err := lock.New(raw, &lock.Options{WaiterTimeout: waiterTimeout, Logger: slog.New(slog.NewTextHandler(e.logw, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
@@ -196,4 +197,114 @@ func pollInspect(timeout time.Duration, cond func() bool) bool {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// inspect-read-only (backend.Inspector): Inspect tells the truth and
+// changes nothing.
+//   - The fence it reports is the holder's, also after grants of other ids
+//     and an earlier holder of the same id moved the store's counters.
+//   - A lease that ended with no step since is not held (and no TTL is
+//     negative), and a waiter past its deadline is not counted, although
+//     no step has removed either yet.
+//   - It writes nothing: what the harness's StateChecker shows is the same
+//     before and after, no wake-up is sent, and a second Inspect sees what
+//     the first saw (an Inspect that purged the dead head of a free lock,
+//     or handed the lock to the next waiter, would show it).
+//
+// Skipped, with the reason, when the backend lacks the capability.
+func inspectReadOnly(e *env) {
+	ra, rb, rv := e.backend(), e.backend(), e.backend()
+	if !ra.inspects() {
+		e.skipf("%T does not implement backend.Inspector (an optional capability)", ra.inner)
+	}
+	ctx := e.ctx(time.Minute)
+
+	// The holder's fence, not the store's latest.
+	id := e.id()
+	z, a := e.token("z"), e.token("a")
+	e.grant(ra, backend.AcquireRequest{ID: id, Token: z, TTL: longTTL})
+	e.mustStep("Release", ra.Release(ctx, id, z))
+	ga := e.grant(ra, backend.AcquireRequest{ID: id, Token: a, TTL: longTTL})
+	others := []string{e.id(), e.id()}
+	for _, other := range others {
+		tok := e.token("other")
+		if g := e.grant(rb, backend.AcquireRequest{ID: other, Token: tok, TTL: longTTL}); !g.Acquired {
+			e.fatalf("Acquire of a free id: %+v", g)
+		}
+		defer func() { _ = rb.Release(ctx, other, tok) }()
+	}
+	in, err := ra.Inspect(ctx, id, 10)
+	if err != nil || !in.Held || in.Fence != ga.Fence || in.TTL <= 0 || in.TTL > longTTL {
+		e.errorf("Inspect of a held id, after grants of other ids: %+v, %v; want held with the holder's fence %d and a TTL in (0, %v]", in, err, ga.Fence, longTTL)
+	}
+	e.mustStep("Release", ra.Release(ctx, id, a))
+
+	// An ended lease and a dead head, with no step since.
+	const ttl = 300 * time.Millisecond
+	id = e.id()
+	h, d, v := e.token("holder"), e.token("dead"), e.token("live")
+	gh := e.grant(ra, backend.AcquireRequest{ID: id, Token: h, TTL: ttl})
+	returned := time.Now()
+	if !gh.Acquired {
+		e.fatalf("Acquire of a free id: %+v", gh)
+	}
+	if g := e.grant(rb, backend.AcquireRequest{ID: id, Token: d, TTL: longTTL, Wait: true, WaiterTTL: ttl}); !g.Queued {
+		e.fatalf("Acquire with Wait on a held id: %+v; want queued", g)
+	}
+	if g := e.grant(rv, backend.AcquireRequest{ID: id, Token: v, TTL: longTTL, Wait: true, WaiterTTL: longTTL}); !g.Queued {
+		e.fatalf("Acquire with Wait on a held id: %+v; want queued", g)
+	}
+	wakes := make(chan backend.Wake, 16)
+	cancel, err := rv.Subscribe(ctx, id, func(w backend.Wake) {
+		select {
+		case wakes <- w:
+		default:
+		}
+	})
+	e.mustStep("Subscribe", err)
+	defer cancel()
+	e.letPass(returned, ttl+expiryMargin)
+	sc, _ := e.h.(StateChecker)
+	var before []string
+	if sc != nil {
+		before = sc.StateLeft(e.t, id)
+	}
+	var seen []backend.Inspection
+	for range 2 {
+		in, err := rv.Inspect(ctx, id, 10)
+		if err != nil {
+			e.fatalf("Inspect: %v", err)
+		}
+		seen = append(seen, in)
+	}
+	for i, in := range seen {
+		switch {
+		case in.Held || in.TTL < 0:
+			e.errorf("Inspect %d of an id whose lease ended %v ago, with no step since: Held=%v TTL=%v fence %d; want not held (an ended lease is not held, whether or not a step cleared it; and no negative TTL)",
+				i+1, time.Since(returned.Add(ttl)).Round(time.Millisecond), in.Held, in.TTL, in.Fence)
+		case in.QueueLen != 1 || len(in.Waiters) != 1 || in.Waiters[0].Token != lock.Fingerprint(v):
+			e.errorf("Inspect %d, the head past its deadline, with no step since: QueueLen %d, waiters %+v; want only the live waiter %s (a dead entry is not counted, purged or not)",
+				i+1, in.QueueLen, in.Waiters, lock.Fingerprint(v))
+		}
+	}
+	if sc != nil {
+		if after := sc.StateLeft(e.t, id); !slices.Equal(before, after) {
+			e.errorf("Inspect changed the store: before %v, after %v; it must not purge, expire, hand off or write anything", before, after)
+		}
+	} else {
+		e.skipCase("the harness has no StateChecker: cannot compare the store before and after Inspect")
+	}
+	select {
+	case w := <-wakes:
+		e.errorf("Inspect sent a wake-up: %+v; it must not purge, hand off or wake", w)
+	case <-time.After(settle):
+	}
+	// A step now finds what Inspect saw and must not have changed: the
+	// dead head goes, and the live waiter's own step is granted.
+	if g := e.grant(rv, backend.AcquireRequest{ID: id, Token: v, TTL: longTTL, Wait: true, WaiterTTL: longTTL}); !g.Acquired {
+		e.errorf("the live waiter's Acquire after the lease ended and the head died: %+v; want granted", g)
+	} else if g.Fence <= gh.Fence {
+		e.errorf("the live waiter's fence %d is not above the ended lease's %d", g.Fence, gh.Fence)
+	}
+	e.mustStep("Release", rv.Release(ctx, id, v))
 }

@@ -89,7 +89,7 @@ func noLostWakeup(e *env) {
 		le := p.granted(e, bound, "(b) the store expired the holder's lease early, with no notification: the waiter must acquire within a few heartbeats")
 		e.mustRelease(le)
 	} else {
-		e.t.Log("no Expirer: skipping the case of a lease the store ends early (heartbeat fallback)")
+		e.skipCase("no Expirer: skipping the case of a lease the store ends early (heartbeat fallback)")
 	}
 }
 
@@ -558,7 +558,7 @@ func headAfterGrant(e *env) {
 
 	// (b) B's Leave makes C the head; A's lease ends.
 	if e.limits().HeadChangeUnwoken {
-		e.t.Log("Limits.HeadChangeUnwoken: skipping the head's Leave while the lock is held")
+		e.skipCase("Limits.HeadChangeUnwoken: skipping the head's Leave while the lock is held")
 		return
 	}
 	{

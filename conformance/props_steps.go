@@ -157,7 +157,7 @@ func extendNeverRevives(e *env) {
 func fenceAfterIdle(e *env) {
 	f, canForget := e.h.(Forgetter)
 	if !canForget {
-		e.t.Log("no Forgetter: checking fences across releases and expiries only, not across the store forgetting an idle id")
+		e.skipCase("no Forgetter: checking fences across releases and expiries only, not across the store forgetting an idle id")
 	}
 	ra, rb := e.backend(), e.backend()
 	ctx := e.ctx(time.Minute)
@@ -211,9 +211,9 @@ func waiterCap(e *env) {
 	maxW := e.limits().MaxWaiters
 	switch {
 	case maxW <= 0:
-		e.t.Skip("the harness does not state its waiter cap (Limiter): cannot fill a queue")
+		e.skipf("the harness does not state its waiter cap (Limiter): cannot fill a queue")
 	case maxW > 5000:
-		e.t.Skipf("the harness's waiter cap %d is too large to fill in a test: make it small in the harness", maxW)
+		e.skipf("the harness's waiter cap %d is too large to fill in a test: make it small in the harness", maxW)
 	}
 	ra, rb := e.backend(), e.backend()
 	l, _ := e.defaultLocker()
@@ -404,8 +404,21 @@ func purgeLimit(e *env) {
 	lreq := backend.AcquireRequest{ID: id, Token: live, TTL: longTTL, Wait: true, WaiterTTL: longTTL}
 	lg := e.grant(rc, lreq)
 	e.letPass(queuedAt, deadTTL+expiryMargin)
+	// An Acquire with Wait by a dead waiter whose entry the purge limit
+	// may have left in place queues it anew, behind the live waiter: the
+	// dead entry is not revived with its old ticket.
+	retry := backend.AcquireRequest{ID: id, Token: dead[n-2], TTL: longTTL, Wait: true, WaiterTTL: longTTL}
+	if g := e.grant(rb, retry); g.Acquired || !g.Queued || g.Ticket <= lg.Ticket || g.Head {
+		e.errorf("Acquire with Wait by dead waiter %d of %d (purge limit %d), the lock held and a live waiter (ticket %d) queued: %+v; want queued anew behind the live waiter, not revived with its old ticket",
+			n-2, n, limit, lg.Ticket, g)
+	}
+	e.mustStep("Leave", rb.Leave(ctx, id, dead[n-2]))
 	e.mustStep("Release", ra.Release(ctx, id, holder))
-	for _, i := range []int{0, 1, limit - 1, limit, 2 * limit, n - 1} {
+	// The last dead waiter first: each step purges (up to the limit) the
+	// entries that died first, so probing those first would find them
+	// gone already, and the probe of an entry still in place, which is
+	// the point, would come last or never.
+	for _, i := range []int{n - 1, 2 * limit, limit, limit - 1, 1, 0} {
 		tok := dead[i]
 		hb, err := rb.Heartbeat(ctx, []backend.Waiter{{ID: id, Token: tok}}, longTTL)
 		if err != nil || len(hb) != 1 || hb[0].Queued || hb[0].Ready {

@@ -206,7 +206,7 @@ func wakeNewHead(e *env) {
 			after: func(id string) { _ = rb.Leave(ctx, id, behind) },
 		})
 	} else {
-		e.t.Log("no Expirer: skipping the case of a heartbeat that finds the lease ended")
+		e.skipCase("no Expirer: skipping the case of a heartbeat that finds the lease ended")
 	}
 	for _, sc := range scenarios {
 		id := e.id()
@@ -251,7 +251,7 @@ func subscribeLive(e *env) {
 	const delay = 300 * time.Millisecond
 	d, canDelay := e.h.(SubscribeDelayer)
 	if !canDelay {
-		e.t.Log("no SubscribeDelayer: a Subscribe that returns early is caught only if the store is slow on its own")
+		e.skipCase("no SubscribeDelayer: a Subscribe that returns early is caught only if the store is slow on its own")
 	}
 	ra, x := e.backend(), e.backend()
 	ctx := e.ctx(time.Minute)
@@ -305,7 +305,7 @@ func subscribeLive(e *env) {
 func reconnectWakesAll(e *env) {
 	dr, ok := e.h.(NotifierDropper)
 	if !ok {
-		e.t.Skip("the harness has no NotifierDropper: cannot break a notifier's connection")
+		e.skipf("the harness has no NotifierDropper: cannot break a notifier's connection")
 	}
 	la, _ := e.defaultLocker()
 	lw, sw := e.locker(lock.Options{WaiterTimeout: slowHeartbeats})
@@ -345,7 +345,7 @@ func reconnectWakesAll(e *env) {
 // to eight times.
 func oneDeliveryPerWake(e *env) {
 	if e.limits().WakesEveryProcess {
-		e.t.Skip("the harness states Limits.WakesEveryProcess: a wake-up reaches every process that waits on the id")
+		e.skipf("the harness states Limits.WakesEveryProcess: a wake-up reaches every process that waits on the id")
 	}
 	const n = 8
 	la, _ := e.defaultLocker()
@@ -378,4 +378,69 @@ func oneDeliveryPerWake(e *env) {
 	if total > 2*n {
 		e.errorf("%d hand-offs among %d waiting processes handed %d wake-ups to the core (per process %v); want at most %d: each wake-up only to the process of the waiter it names", n, n, total, per, 2*n)
 	}
+}
+
+// subscribe-scoped (checklist item 8): process P subscribes to id twice,
+// process Q once, and P cancels its first subscription. A release then
+// wakes P's waiter, the head, through P's second subscription, and once P's
+// waiter releases, Q's waiter is woken through Q's: a cancel removes that
+// one subscription, not every subscription of the id in its process or in
+// the store.
+func subscribeScoped(e *env) {
+	ra, rp, rq := e.backend(), e.backend(), e.backend()
+	ctx := e.ctx(time.Minute)
+	id := e.id()
+	h, wp, wq := e.token("holder"), e.token("wp"), e.token("wq")
+	e.grant(ra, backend.AcquireRequest{ID: id, Token: h, TTL: longTTL})
+	collect := func(b *spy) (chan backend.Wake, func()) {
+		ch := make(chan backend.Wake, 64)
+		cancel, err := b.Subscribe(ctx, id, func(w backend.Wake) {
+			select {
+			case ch <- w:
+			default:
+			}
+		})
+		e.mustStep("Subscribe", err)
+		e.t.Cleanup(cancel)
+		return ch, cancel
+	}
+	_, cancel1 := collect(rp)
+	p2, _ := collect(rp)
+	q3, _ := collect(rq)
+	for _, w := range []struct {
+		b   *spy
+		tok string
+	}{{rp, wp}, {rq, wq}} {
+		if g := e.grant(w.b, backend.AcquireRequest{ID: id, Token: w.tok, TTL: longTTL, Wait: true, WaiterTTL: longTTL}); !g.Queued {
+			e.fatalf("Acquire with Wait on a held id: %+v; want queued", g)
+		}
+	}
+	cancel1()
+	woken := func(ch chan backend.Wake, tok, what string) {
+		e.t.Helper()
+		timer := time.NewTimer(prompt)
+		defer timer.Stop()
+		for {
+			select {
+			case w := <-ch:
+				if w.ID == id && (w.All || w.Token == "" || w.Token == tok) {
+					return
+				}
+			case <-timer.C:
+				e.errorf("%s: no wake-up within %v: cancelling another subscription of the id cancelled this one too", what, prompt)
+				return
+			}
+		}
+	}
+	e.mustStep("Release", ra.Release(ctx, id, h))
+	woken(p2, wp, "P's head waiter, through P's second subscription, after P cancelled its first")
+	if g := e.grant(rp, backend.AcquireRequest{ID: id, Token: wp, TTL: longTTL, Wait: true, WaiterTTL: longTTL}); !g.Acquired {
+		e.fatalf("P's waiter, the head, after the release: %+v; want granted", g)
+	}
+	e.mustStep("Release", rp.Release(ctx, id, wp))
+	woken(q3, wq, "Q's waiter, the new head, through Q's subscription, after P cancelled one of its own")
+	if g := e.grant(rq, backend.AcquireRequest{ID: id, Token: wq, TTL: longTTL, Wait: true, WaiterTTL: longTTL}); !g.Acquired {
+		e.fatalf("Q's waiter, the head, after P's waiter released: %+v; want granted", g)
+	}
+	e.mustStep("Release", rq.Release(ctx, id, wq))
 }

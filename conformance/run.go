@@ -55,16 +55,19 @@ var properties = []property{
 	{"owner-only", "S4 owner-only: Release and Extend by a non-owner or after expiry return ErrNotHeld and change nothing; Extend never re-creates an expired lock", ownerOnly},
 	{"lost-lease-signalled", "S5 lost-lease-signalled: Lost() closes and Do's ctx is cancelled with ErrLeaseLost no later than ValidUntil", lostLeaseSignalled},
 	{"retry-safe", "S6 retry-safe: a retried acquire with the same token is a no-op, and an unknown outcome is cleaned up by token", retrySafe},
+	{"ttl-precision", "S2 ttl-precision: every TTL a step reports (a grant's, a retried grant's, the holder's to a waiter, a new head's notice, a hand-off's) is exact to the millisecond, never rounded to seconds", ttlPrecision},
 	{"retry-remaining-ttl", "S2 retry-remaining-ttl: a retried acquire by the holder reports the TTL that is left, never the TTL it asks for", retryRemainingTTL},
 	{"fence-after-idle", "S3 fence-after-idle: fences strictly increase per id across idle periods, also after the store forgot the id's state", fenceAfterIdle},
 	{"not-held-after-expiry", "S4 not-held-after-expiry: Release after the lease expired returns ErrNotHeld, whether or not someone else took the lock since", notHeldAfterExpiry},
 	{"extend-never-revives", "S4 extend-never-revives: Extend of an expired lease returns ErrNotHeld and never re-creates the lock", extendNeverRevives},
+	{"expiry-handoff", "S3 L2 expiry-handoff: when a lease ends without a release while others wait, the next holder's fence is above every earlier one, its retries and Inspect report that fence, and no queue entry of it is left to stall the queue", expiryHandoff},
 	{"acquire-many-no-unseen-leases", "S7 acquire-many-no-unseen-leases: AcquireMany never leaves a lease held, or a queue entry, that the caller was not shown", acquireManyNoUnseen},
 	// Liveness and fairness.
 	{"wake-on-release", "L1 wake-on-release: a release wakes the head of the queue, which acquires within one notification", wakeOnRelease},
 	{"wake-only-head", "L1 wake-only-head: a release wakes the head of the queue and no other waiter, in any process", wakeOnlyHead},
 	{"wake-new-head", "L1 wake-new-head: every step that frees the lock or removes the head wakes the new head (release, leave, purge, a heartbeat that finds the lease ended)", wakeNewHead},
 	{"subscribe-live", "L1 subscribe-live: Subscribe returns only once wake-ups for the id are delivered", subscribeLive},
+	{"subscribe-scoped", "L1 subscribe-scoped: cancelling one subscription of an id leaves every other subscription of that id live, in the same process and in others", subscribeScoped},
 	{"reconnect-wakes-all", "L1 reconnect-wakes-all: when the notifier's connection is re-established, every subscribed id gets Wake{All} and wake-ups flow again", reconnectWakesAll},
 	{"one-delivery-per-wake", "L1 one-delivery-per-wake: a wake-up reaches only the process of the waiter it names, not every process waiting on the id", oneDeliveryPerWake},
 	{"head-after-grant", "L1 head-after-grant: after a lease ends without a release, the head at that moment is granted within 100 ms, whether or not it queued as the head", headAfterGrant},
@@ -85,14 +88,19 @@ var properties = []property{
 	{"no-state-left", "H2 no-state-left: after release, leave, timeout and expiry the store keeps no state for the id but documented counters", noStateLeft},
 	{"bounded-input", "H3 bounded-input: ids longer than MaxIDLength are rejected before any I/O; ids of exactly MaxIDLength work", boundedInput},
 	{"waiter-cap", "H3 waiter-cap: a queue at the backend's cap refuses new waiters with ErrQueueFull and enqueues nothing", waiterCap},
+	{"purge-exact", "L3 purge-exact: every queue entry past its deadline goes, wherever it stands in the queue, within the purge limit's worth per step, and none goes before its deadline", purgeExact},
 	{"purge-limit", "H3 purge-limit: purges are bounded per step, yet no entry past its deadline is ever refreshed or granted, and every one goes", purgeLimit},
 	// The API around the guarantees.
 	{"bad-input", "bad-input: invalid arguments and calls after Close return an error naming the argument (or ErrClosed) before any I/O", badInput},
+	{"extend-batch", "S4 extend-batch: ExtendBatch extends each request as Extend would: a token that does not hold the id gets ErrNotHeld and extends nothing, even when another token holds it, each result is in its request's place, and no request fails or skips another", extendBatch},
+	{"heartbeat-order", "heartbeat-order: a batched Heartbeat refreshes and reports each waiter in its request's place", heartbeatOrder},
+	{"error-kinds", "error-kinds: a step's error tells its outcome truly: a store's answer is of kind answer, and a step of kind unsent took no effect", errorKinds},
 	{"batch-order", "batch-order: AcquireBatch takes effect and reports in request order, each per-request error in its own place", batchOrder},
 	{"acquire-many", "acquire-many: AcquireMany yields every id exactly once, in non-empty snapshots, and reports timed-out ids in the last one", acquireMany},
 	{"do", "do: Do runs fn under the lock, extends it while fn runs, always releases, and returns ErrNotAcquired on a queue timeout", doProp},
 	{"close", "close: Close ends queued calls promptly with ErrClosed, leaves their queues, and is idempotent", closeProp},
 	{"inspect", inspectContract, inspectProp},
+	{"inspect-read-only", "inspect-read-only: Inspect reports the holder's own fence, never an ended lease as held or a dead waiter as queued, and writes nothing: no purge, expiry, hand-off or wake-up", inspectReadOnly},
 	{"model", "model: backend steps agree with the plain model (holder, fence, queue in ticket order)", model},
 }
 
@@ -103,9 +111,12 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	if newHarness == nil {
 		t.Fatal("conformance.Run: nil newHarness")
 	}
+	var skips skipLog
 	for _, p := range properties {
 		t.Run(p.name, func(t *testing.T) {
 			e := newEnv(t, p)
+			e.skips = &skips
+			skips.ran.Add(1)
 			h := newHarness(t)
 			if h == nil {
 				t.Fatal("conformance.Run: newHarness returned nil")
@@ -114,6 +125,73 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			p.run(e)
 		})
 	}
+	skips.summary(t)
+}
+
+// skipLog collects the properties Run skipped, for its summary.
+type skipLog struct {
+	mu     sync.Mutex
+	lines  []string
+	strict bool
+	ran    atomic.Int64 // properties started
+}
+
+func (s *skipLog) add(name, reason string, strict bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lines = append(s.lines, name+": "+reason)
+	s.strict = s.strict || strict
+}
+
+// summary logs every property skipped, with its reason; they failed if
+// the harness is Strict.
+func (s *skipLog) summary(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case len(s.lines) == 0:
+		t.Logf("conformance: %d of the suite's %d properties ran, none skipped", s.ran.Load(), len(properties))
+	case s.strict:
+		t.Logf("conformance: %d of %d properties ran; these would have been skipped, and failed instead (Limits.Strict):\n\t%s",
+			s.ran.Load(), len(properties), strings.Join(s.lines, "\n\t"))
+	default:
+		t.Logf("conformance: %d of %d properties ran; skipped, in whole or in part (Limits.Strict makes a skip fail):\n\t%s",
+			s.ran.Load(), len(properties), strings.Join(s.lines, "\n\t"))
+	}
+}
+
+// skipf skips the property for a capability the harness or the backend
+// lacks, or for an exception its Limits state, and records it for Run's
+// summary. With Limits.Strict it fails the property instead.
+func (e *env) skipf(format string, args ...any) {
+	e.t.Helper()
+	reason := fmt.Sprintf(format, args...)
+	strict := e.limits().Strict
+	if e.skips != nil {
+		e.skips.add(e.t.Name(), reason, strict)
+	}
+	if strict {
+		e.fatalf("skipped, but the harness claims full conformance (Limits.Strict): %s", reason)
+	}
+	e.t.Skip(reason)
+}
+
+// skipCase runs the property without one of its cases, for the same
+// reasons as skipf, and records it for Run's summary. With Limits.Strict
+// it fails the property instead.
+func (e *env) skipCase(format string, args ...any) {
+	e.t.Helper()
+	reason := "a case skipped: " + fmt.Sprintf(format, args...)
+	strict := e.limits().Strict
+	if e.skips != nil {
+		e.skips.add(e.t.Name(), reason, strict)
+	}
+	if strict {
+		e.errorf("%s, but the harness claims full conformance (Limits.Strict)", reason)
+		return
+	}
+	e.t.Log(reason)
 }
 
 // nonce makes ids unique per process, so that reruns against one shared
@@ -134,6 +212,7 @@ type env struct {
 	ids      atomic.Int64
 	bg       sync.WaitGroup // goroutines started by e.goFn
 	logw     *testWriter
+	skips    *skipLog // Run's record of skipped properties
 }
 
 func newEnv(t *testing.T, p property) *env {

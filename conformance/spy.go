@@ -23,9 +23,11 @@ var (
 
 // spy wraps a backend: it records the steps and the wake-ups a Locker
 // sees, and injects faults (dropped wake-ups, a killed process, lost
-// replies, a lease taken away). It implements backend.Batcher (through the
-// inner Batcher or the core's fallbacks) and backend.Resolver (the inner
-// resolution), so the core treats it exactly like the backend it wraps.
+// replies, a lease taken away). It forwards every optional capability of
+// package backend (Batcher, ExtendBatcher, Resolver, HandOffer, Inspector)
+// to the inner backend, through the core's fallback where the inner
+// backend lacks it, so that the core treats it exactly like the backend
+// it wraps: a wrapper that drops a capability hides it from the suite.
 type spy struct {
 	inner backend.Backend
 
@@ -34,11 +36,12 @@ type spy struct {
 	loseAcquire atomic.Int32 // lose the reply of the next Acquire: 1 any, 2 only one with Wait
 	loseExtend  atomic.Bool  // every Extend reports ErrNotHeld without reaching the store
 
-	mu         sync.Mutex
-	calls      int // steps that reached the spy, Close excepted
-	acquires   []acquireRecord
-	heartbeats []heartbeatRecord
-	wakes      []wakeRecord
+	mu            sync.Mutex
+	calls         int // steps that reached the spy, Close excepted
+	extendBatches int // ExtendBatch calls passed to the inner backend
+	acquires      []acquireRecord
+	heartbeats    []heartbeatRecord
+	wakes         []wakeRecord
 }
 
 type acquireRecord struct {
@@ -60,10 +63,12 @@ type wakeRecord struct {
 }
 
 var (
-	_ backend.Backend   = (*spy)(nil)
-	_ backend.Batcher   = (*spy)(nil)
-	_ backend.Resolver  = (*spy)(nil)
-	_ backend.HandOffer = (*spy)(nil)
+	_ backend.Backend       = (*spy)(nil)
+	_ backend.Batcher       = (*spy)(nil)
+	_ backend.ExtendBatcher = (*spy)(nil)
+	_ backend.Resolver      = (*spy)(nil)
+	_ backend.HandOffer     = (*spy)(nil)
+	_ backend.Inspector     = (*spy)(nil)
 )
 
 func newSpy(inner backend.Backend) *spy { return &spy{inner: inner} }
@@ -147,6 +152,41 @@ func (s *spy) Extend(ctx context.Context, id, token string, ttl time.Duration) e
 		return backend.ErrNotHeld
 	}
 	return s.inner.Extend(ctx, id, token, ttl)
+}
+
+// ExtendBatch forwards to the inner ExtendBatcher, or runs the core's
+// fallback (one Extend per request) over the inner backend. Each request
+// counts as a step; loseExtend applies to each.
+func (s *spy) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) ([]error, error) {
+	if err := s.step(); err != nil {
+		return nil, err
+	}
+	if s.loseExtend.Load() {
+		out := make([]error, len(reqs))
+		for i := range out {
+			out[i] = backend.ErrNotHeld
+		}
+		return out, nil
+	}
+	s.mu.Lock()
+	s.extendBatches++
+	s.mu.Unlock()
+	return backend.ExtendBatch(ctx, s.inner, reqs)
+}
+
+// Inspect forwards to the inner Inspector; without one it returns
+// backend.ErrUnsupported, as the core's fallback does.
+func (s *spy) Inspect(ctx context.Context, id string, maxWaiters int) (backend.Inspection, error) {
+	if err := s.step(); err != nil {
+		return backend.Inspection{ID: id}, err
+	}
+	return backend.Inspect(ctx, s.inner, id, maxWaiters)
+}
+
+// inspects reports whether the inner backend is a backend.Inspector.
+func (s *spy) inspects() bool {
+	_, ok := s.inner.(backend.Inspector)
+	return ok
 }
 
 func (s *spy) Leave(ctx context.Context, id, token string) error {

@@ -2,6 +2,7 @@ package memorybackend
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -61,4 +62,34 @@ func (s *Store) Forget(id string) {
 			sh.drop(id, e)
 		}
 	})
+}
+
+// State describes everything s keeps for id, live or not: the lease (its
+// holder, fence, and whether it is live, also when it has expired and no step has freed
+// it yet), every queue entry (its ticket, and whether it is live, also when it is
+// past its deadline and not purged yet), and an entry with neither. It is
+// empty when s keeps nothing for id but the store-wide counters. Expired
+// state goes with the next step on id, with Forget, or with the sweep of
+// its shard; see the package doc.
+func (s *Store) State(id string) []string {
+	var out []string
+	s.withEntry(id, func(_ *shard, e *entry) {
+		now := s.clock.Now()
+		life := func(alive bool) string {
+			if alive {
+				return "live"
+			}
+			return "expired"
+		}
+		if e.holder != "" {
+			out = append(out, fmt.Sprintf("lease of %q, fence %d, %s", e.holder, e.fence, life(e.live(now))))
+		}
+		for w := e.head; w != nil; w = w.next {
+			out = append(out, fmt.Sprintf("waiter %q, ticket %d, %s", w.token, w.ticket, life(w.deadline.After(now))))
+		}
+		if len(out) == 0 {
+			out = append(out, "an entry with no lease and no waiter")
+		}
+	})
+	return out
 }

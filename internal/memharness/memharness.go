@@ -64,18 +64,10 @@ func (h *Harness) ExpireNow(t *testing.T, id string) { h.Store.ExpireNow(id) }
 // ForgetIdle drops id's entry if nothing in it is live.
 func (h *Harness) ForgetIdle(t *testing.T, id string) { h.Store.Forget(id) }
 
-// StateLeft reports id's live holder and waiters; the fence and ticket
-// counters are the documented ones that stay.
-func (h *Harness) StateLeft(t *testing.T, id string) []string {
-	var left []string
-	if tok, ok := h.Store.Holder(id); ok {
-		left = append(left, "holder "+tok)
-	}
-	for _, w := range h.Store.Waiters(id) {
-		left = append(left, "waiter "+w)
-	}
-	return left
-}
+// StateLeft reports everything the Store keeps for id (Store.State),
+// expired state included: the fence and ticket counters are store-wide,
+// the documented state that stays.
+func (h *Harness) StateLeft(t *testing.T, id string) []string { return h.Store.State(id) }
 
 // DropNotifier imitates a reconnect of b's wake-ups.
 func (h *Harness) DropNotifier(t *testing.T, b backend.Backend) { h.memory(t, b).DropNotifier() }
