@@ -1,8 +1,10 @@
 // Package postgres is a backend.Backend on PostgreSQL (pgx v5), written
 // from the backend package's checklist alone; see README.md for how each
 // item maps to a step. Each step is one PL/pgSQL function (schema.sql)
-// under a transaction advisory lock on the id. Wake-ups are NOTIFY messages
-// naming the head, heard by one listening connection per Backend.
+// under a transaction advisory lock on the id. A step that frees the lock
+// hands it off to the head of the queue (backend.HandOffer). Wake-ups are
+// NOTIFY messages on the channel of the waiter's own process, heard by one
+// listening connection per Backend.
 //
 // Fences are greatest(last fence + 1, the server's clock in microseconds):
 // they strictly increase per id, also after an idle id's counter row was
@@ -12,7 +14,9 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"regexp"
 	"strconv"
@@ -32,8 +36,8 @@ var schemaSQL string
 // a zero (or negative) field.
 type Options struct {
 	// Schema is the PostgreSQL schema that holds the tables and functions,
-	// and the name of the NOTIFY channel. It must match [a-z_][a-z0-9_]*
-	// (at most 40 bytes). Default: "golock".
+	// and the prefix of the Backends' NOTIFY channels. It must match
+	// [a-z_][a-z0-9_]* (at most 40 bytes). Default: "golock".
 	Schema string
 	// MaxWaiters caps the queue of one id: an enqueue beyond it gets
 	// backend.ErrQueueFull. Default: 10000.
@@ -48,7 +52,8 @@ type Options struct {
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,39}$`)
 
 // Backend is one "process" on a database. It implements backend.Backend,
-// backend.Batcher and backend.Resolver and is goroutine-safe.
+// backend.Batcher, backend.ExtendBatcher, backend.HandOffer,
+// backend.Inspector and backend.Resolver and is goroutine-safe.
 type Backend struct {
 	pool   *pgxpool.Pool
 	o      Options
@@ -57,15 +62,19 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend  = (*Backend)(nil)
-	_ backend.Batcher  = (*Backend)(nil)
-	_ backend.Resolver = (*Backend)(nil)
+	_ backend.Backend       = (*Backend)(nil)
+	_ backend.Batcher       = (*Backend)(nil)
+	_ backend.ExtendBatcher = (*Backend)(nil)
+	_ backend.HandOffer     = (*Backend)(nil)
+	_ backend.Inspector     = (*Backend)(nil)
+	_ backend.Resolver      = (*Backend)(nil)
 )
 
 // New returns a Backend on pool, creating its schema if needed (in one
 // transaction under an advisory lock, so concurrent New calls are safe) and
 // starting its listening connection, a new connection with pool's
-// configuration. Close stops it; pool stays the caller's.
+// configuration, on a channel of its own: the schema's name and a random
+// suffix. Close stops it; pool stays the caller's.
 func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 	o := Options{Schema: "golock", MaxWaiters: 10000, PurgeLimit: 100, CounterIdle: time.Hour}
 	if opts != nil {
@@ -90,7 +99,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Backend, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{pool: pool, o: o, l: newListener(pool.Config().ConnConfig, o.Schema)}, nil
+	// The channel is an identifier of at most 57 bytes (the limit is 63).
+	var r [8]byte
+	_, _ = rand.Read(r[:]) // never fails
+	channel := o.Schema + "_" + hex.EncodeToString(r[:])
+	return &Backend{pool: pool, o: o, l: newListener(pool.Config().ConnConfig, channel)}, nil
 }
 
 func orDefault[T int | time.Duration](v, def T) T {
@@ -102,8 +115,14 @@ func orDefault[T int | time.Duration](v, def T) T {
 
 func us(d time.Duration) int64 { return d.Microseconds() }
 
+func dur(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
 // Resolution is one microsecond, the resolution of timestamptz.
 func (b *Backend) Resolution() time.Duration { return time.Microsecond }
+
+// HandsOff is true: every step that leaves the lock free with a live head
+// queued grants it to that head (backend.HandOffer).
+func (b *Backend) HandsOff() bool { return true }
 
 // sql returns the call of the step fn with n arguments.
 func (b *Backend) sql(fn string, n int) string {
@@ -115,18 +134,20 @@ func (b *Backend) sql(fn string, n int) string {
 }
 
 func (b *Backend) acquireArgs(r backend.AcquireRequest) []any {
-	return []any{[]byte(r.ID), []byte(r.Token), us(r.TTL), r.Wait, us(r.WaiterTTL), b.o.MaxWaiters, b.o.PurgeLimit, us(b.o.CounterIdle)}
+	return []any{[]byte(r.ID), []byte(r.Token), us(r.TTL), r.Wait, us(r.WaiterTTL), b.o.MaxWaiters,
+		b.o.PurgeLimit, us(b.o.CounterIdle), b.l.channel}
 }
 
 func scanGrant(row pgx.Row) (backend.Grant, error) {
 	var g backend.Grant
-	var fence, ttl, holderTTL, ticket int64
+	var fence, ttl, holderTTL, ticket, now int64
 	var full bool
-	if err := row.Scan(&g.Acquired, &fence, &ttl, &holderTTL, &g.Queued, &ticket, &g.Head, &full); err != nil || full {
+	if err := row.Scan(&g.Acquired, &fence, &ttl, &holderTTL, &g.Queued, &ticket, &g.Head, &full, &now); err != nil || full {
 		return g, cmp.Or(err, backend.ErrQueueFull)
 	}
 	g.Fence, g.Ticket = uint64(fence), uint64(ticket)
-	g.TTL, g.HolderTTL = time.Duration(ttl)*time.Microsecond, time.Duration(holderTTL)*time.Microsecond
+	g.TTL, g.HolderTTL = dur(ttl), dur(holderTTL)
+	g.StoreTime = time.UnixMicro(now)
 	return g, nil
 }
 
@@ -139,37 +160,61 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	return res[0].Grant, res[0].Err
 }
 
-// ok runs a step that reports whether the token held the lock.
-func (b *Backend) ok(ctx context.Context, fn string, args ...any) error {
+// Release deletes the lock if token holds it (or answers nil to a resent
+// release of the id's latest Release) and hands it off to the head of the
+// queue; otherwise it returns backend.ErrNotHeld.
+func (b *Backend) Release(ctx context.Context, id, token string) error {
 	var ok bool
-	if err := b.each(ctx, fn, [][]any{args}, func(_ int, row pgx.Row) error { return row.Scan(&ok) }); err != nil || ok {
+	err := b.each(ctx, "release", [][]any{{[]byte(id), []byte(token), b.o.PurgeLimit}},
+		func(_ int, row pgx.Row) error { return row.Scan(&ok) })
+	if err != nil || ok {
 		return err
 	}
 	return backend.ErrNotHeld
 }
 
-// Release deletes the lock if token holds it (or answers nil to a resent
-// release of the id's latest Release) and wakes the head of the queue;
-// otherwise it returns backend.ErrNotHeld.
-func (b *Backend) Release(ctx context.Context, id, token string) error {
-	return b.ok(ctx, "release", []byte(id), []byte(token), b.o.PurgeLimit)
-}
-
 // Extend sets a live lease's expiry to now+ttl, keeping the fence;
 // otherwise it returns backend.ErrNotHeld.
 func (b *Backend) Extend(ctx context.Context, id, token string, ttl time.Duration) error {
-	return b.ok(ctx, "extend", []byte(id), []byte(token), us(ttl), b.o.PurgeLimit)
+	res, err := b.ExtendBatch(ctx, []backend.ExtendRequest{{ID: id, Token: token, TTL: ttl}})
+	if err != nil {
+		return err
+	}
+	return res[0]
+}
+
+// ExtendBatch runs each request as its own Extend step, in order, in one
+// round trip: nil when extended, backend.ErrNotHeld when the token does not
+// hold the lock (nothing changed).
+func (b *Backend) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) ([]error, error) {
+	args := make([][]any, len(reqs))
+	for i, r := range reqs {
+		args[i] = []any{[]byte(r.ID), []byte(r.Token), us(r.TTL), b.o.PurgeLimit}
+	}
+	out := make([]error, len(reqs))
+	err := b.each(ctx, "extend", args, func(i int, row pgx.Row) error {
+		var ok bool
+		if err := row.Scan(&ok); err != nil || ok {
+			return err
+		}
+		out[i] = backend.ErrNotHeld
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Leave removes token's queue entry and releases the lock if token holds
-// it, waking the new head. It is idempotent.
+// it, handing it off to the new head. It is idempotent.
 func (b *Backend) Leave(ctx context.Context, id, token string) error {
 	return b.LeaveBatch(ctx, []backend.Waiter{{ID: id, Token: token}})
 }
 
 // each runs the step fn once per argument list, all in one round trip,
 // each in its own transaction: one that held the locks of two ids could
-// deadlock with another. scan reads the i-th result.
+// deadlock with another. scan reads the i-th result (nil: none).
 func (b *Backend) each(ctx context.Context, fn string, args [][]any, scan func(i int, row pgx.Row) error) error {
 	if b.closed.Load() {
 		return backend.ErrClosed
@@ -179,7 +224,10 @@ func (b *Backend) each(ctx context.Context, fn string, args [][]any, scan func(i
 		if len(args) > 1 {
 			batch.Queue("BEGIN")
 		}
-		batch.Queue(b.sql(fn, len(a)), a...).QueryRow(func(row pgx.Row) error { return scan(i, row) })
+		q := batch.Queue(b.sql(fn, len(a)), a...)
+		if scan != nil {
+			q.QueryRow(func(row pgx.Row) error { return scan(i, row) })
+		}
 		if len(args) > 1 {
 			batch.Queue("COMMIT")
 		}
@@ -216,27 +264,51 @@ func (b *Backend) LeaveBatch(ctx context.Context, waiters []backend.Waiter) erro
 	for i, w := range waiters {
 		args[i] = []any{[]byte(w.ID), []byte(w.Token), b.o.PurgeLimit}
 	}
-	var left bool
-	return b.each(ctx, "leave", args, func(_ int, row pgx.Row) error { return row.Scan(&left) })
+	return b.each(ctx, "leave", args, nil)
 }
 
 // Heartbeat refreshes the deadlines of the listed waiters that are still
-// queued, one step per waiter, all in one round trip, and wakes the head of
-// every listed id whose lock is free, once.
+// queued, one step per waiter, all in one round trip. A step that finds
+// the lock free hands it off, so Ready is never set.
 func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterTTL time.Duration) ([]backend.HeartbeatResult, error) {
-	args, woken := make([][]any, len(waiters)), map[string]bool{}
-	for i, w := range waiters { // wake each id's head at most once
-		args[i] = []any{[]byte(w.ID), []byte(w.Token), us(waiterTTL), b.o.PurgeLimit, !woken[w.ID]}
-		woken[w.ID] = true
+	args := make([][]any, len(waiters))
+	for i, w := range waiters {
+		args[i] = []any{[]byte(w.ID), []byte(w.Token), us(waiterTTL), b.o.PurgeLimit}
 	}
 	out := make([]backend.HeartbeatResult, len(waiters))
-	err := b.each(ctx, "heartbeat", args, func(i int, row pgx.Row) error {
-		return row.Scan(&out[i].Queued, &out[i].Ready)
-	})
+	err := b.each(ctx, "heartbeat", args, func(i int, row pgx.Row) error { return row.Scan(&out[i].Queued) })
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// Inspect reports id's live lease and its first live waiters, at most
+// min(maxWaiters, backend.MaxInspectWaiters) of them (backend.Inspector).
+// It is one read-only statement: it takes no lock and writes nothing, so
+// an expired lease or a dead waiter that no step removed yet is not shown.
+func (b *Backend) Inspect(ctx context.Context, id string, maxWaiters int) (backend.Inspection, error) {
+	in := backend.Inspection{ID: id}
+	if b.closed.Load() {
+		return in, backend.ErrClosed
+	}
+	var fence, ttl *int64
+	var holder []byte
+	var tickets, since, deadlines []int64
+	var tokens [][]byte
+	err := b.pool.QueryRow(ctx, b.sql("inspect", 2), []byte(id), max(0, min(maxWaiters, backend.MaxInspectWaiters))).
+		Scan(&fence, &ttl, &holder, &in.QueueLen, &tickets, &tokens, &since, &deadlines)
+	if err != nil {
+		return in, err
+	}
+	if fence != nil {
+		in.Held, in.Fence, in.TTL, in.Holder = true, uint64(*fence), dur(*ttl), backend.Fingerprint(string(holder))
+	}
+	for i := range tickets {
+		in.Waiters = append(in.Waiters, backend.WaiterInfo{Ticket: uint64(tickets[i]), Token: backend.Fingerprint(string(tokens[i])),
+			QueuedFor: dur(since[i]), Deadline: dur(deadlines[i])})
+	}
+	return in, nil
 }
 
 // Subscribe registers fn for the wake-ups of id and returns once the

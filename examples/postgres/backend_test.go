@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,44 +136,248 @@ func TestBatchOppositeOrders(t *testing.T) {
 	}
 }
 
-// A release wakes the head, and only the head: Wake names its token.
-func TestWakeNamesOnlyTheHead(t *testing.T) {
-	h := newSchema(t, "locktest_head", Options{})
-	b := backendOn(t, h)
-	w := subscribe(t, backendOn(t, h), "id")
-	acquire(t, b, "id", "holder", false)
-	for _, tok := range []string{"w1", "w2", "w3"} {
-		if g := acquire(t, b, "id", tok, true); !g.Queued || g.Head != (tok == "w1") {
-			t.Fatalf("enqueue %s: %+v", tok, g)
-		}
-	}
-	if err := b.Release(ctxT(t), "id", "holder"); err != nil {
-		t.Fatal(err)
-	}
-	w.await(t, "after the release", func(wk backend.Wake) bool { return wk.Token == "w1" })
-	if err := b.Leave(ctxT(t), "id", "w1"); err != nil {
-		t.Fatal(err)
-	}
-	w.await(t, "after the head left", func(wk backend.Wake) bool { return wk.Token == "w2" })
+// list returns the wake-ups so far.
+func (w *wakes) list() []backend.Wake {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, wk := range w.got {
-		if wk.ID != "id" || wk.All || (wk.Token != "w1" && wk.Token != "w2") {
-			t.Errorf("wake-up %+v: want only the heads w1, then w2", wk)
+	return append([]backend.Wake(nil), w.got...)
+}
+
+// settled waits until every wake-up committed so far for b has reached w:
+// PostgreSQL delivers notifications in commit order, so once a marker
+// notified after them arrives, so have they. It returns w's wake-ups but
+// the markers.
+func (w *wakes) settled(t *testing.T, h *harness, b *Backend, id string) []backend.Wake {
+	t.Helper()
+	marker := fmt.Sprint("marker-", time.Now().UnixNano())
+	payload := fmt.Sprintf("%x %x 0 0 0 0", id, marker)
+	if _, err := h.admin.Exec(ctxT(t), "SELECT pg_notify($1, $2)", b.l.channel, payload); err != nil {
+		t.Fatal(err)
+	}
+	w.await(t, "the marker", func(wk backend.Wake) bool { return wk.Token == marker })
+	var out []backend.Wake
+	for _, wk := range w.list() {
+		if !strings.HasPrefix(wk.Token, "marker-") {
+			out = append(out, wk)
 		}
+	}
+	return out
+}
+
+// request is an Acquire request of tok on id with TTLs of a minute.
+func request(id, tok string, wait bool) backend.AcquireRequest {
+	return backend.AcquireRequest{ID: id, Token: tok, TTL: time.Minute, Wait: wait, WaiterTTL: time.Minute}
+}
+
+// A release hands the lock off to the head, and the wake-ups go only to
+// the processes of the waiters they name: the grant to the head's, the
+// holder's TTL to the next head's. A waiter re-queued through another
+// process is woken there.
+func TestWakeOnlyToItsProcess(t *testing.T) {
+	h := newSchema(t, "locktest_head", Options{})
+	steps, pa, pb := backendOn(t, h), backendOn(t, h), backendOn(t, h)
+	wa, wb := subscribe(t, pa, "id"), subscribe(t, pb, "id")
+	held := acquire(t, steps, "id", "holder", false)
+	acquire(t, pa, "id", "w1", true)
+	acquire(t, pb, "id", "w2", true)
+	acquire(t, pb, "id", "w3", true)
+	if err := steps.Release(ctxT(t), "id", "holder"); err != nil {
+		t.Fatal(err)
+	}
+	gotA, gotB := wa.settled(t, h, pa, "id"), wb.settled(t, h, pb, "id")
+	if len(gotA) != 1 || gotA[0].Token != "w1" || gotA[0].Grant == nil || gotA[0].Grant.Fence <= held.Fence ||
+		gotA[0].Grant.TTL != time.Minute || gotA[0].HolderTTL != 0 {
+		t.Errorf("w1's process after the release: %+v, want one grant to w1 (fence above %d, TTL 1m)", gotA, held.Fence)
+	}
+	if len(gotB) != 1 || gotB[0].Token != "w2" || gotB[0].Grant != nil || gotB[0].HolderTTL <= 0 || gotB[0].HolderTTL > time.Minute {
+		t.Errorf("w2's process after the release: %+v, want only w2 told the new holder's TTL", gotB)
+	}
+
+	// w2 re-queues through pa: the grant by w1's Leave goes there now.
+	acquire(t, pa, "id", "w2", true)
+	if err := pa.Leave(ctxT(t), "id", "w1"); err != nil {
+		t.Fatal(err)
+	}
+	gotA, gotB = wa.settled(t, h, pa, "id")[1:], wb.settled(t, h, pb, "id")[1:]
+	if len(gotA) != 1 || gotA[0].Token != "w2" || gotA[0].Grant == nil {
+		t.Errorf("pa after w1 left: %+v, want the grant to w2, which last queued through pa", gotA)
+	}
+	if len(gotB) != 1 || gotB[0].Token != "w3" || gotB[0].HolderTTL <= 0 {
+		t.Errorf("pb after w1 left: %+v, want only w3 told the new holder's TTL", gotB)
 	}
 }
 
-// Subscribe returns only once LISTEN is active: a notification sent right
-// after it returns, on a backend just made, is heard.
+// A hand-off grants the head the TTL it asked for, to the microsecond,
+// with a fence above every earlier one and the server's clock; a heartbeat
+// that finds the lease expired hands off and reports the head it granted
+// as queued; no row of the granted waiter is left.
+func TestHandOff(t *testing.T) {
+	h := newSchema(t, "locktest_handoff", Options{})
+	steps, pw := backendOn(t, h), backendOn(t, h)
+	w := subscribe(t, pw, "id")
+	const ttl, wttl, wttl2 = 1234567 * time.Microsecond, 2345678 * time.Microsecond, 3456789 * time.Microsecond
+	g, err := steps.Acquire(ctxT(t), backend.AcquireRequest{ID: "id", Token: "holder", TTL: ttl})
+	if err != nil || !g.Acquired || g.TTL != ttl {
+		t.Fatalf("Acquire of a free id: %+v, %v", g, err)
+	}
+	var d int64 // a new id's first fence is the clock: its expiry is TTL later
+	if err := h.admin.QueryRow(ctxT(t), "SELECT locktest_handoff.us(expiry - 'epoch') - fence FROM locktest_handoff.ids WHERE id = 'id'").Scan(&d); err != nil || dur(d) != ttl {
+		t.Errorf("expiry - grant time: %v (%v), want the TTL %v exactly", dur(d), err, ttl)
+	}
+	before := time.Now()
+	g, err = pw.Acquire(ctxT(t), backend.AcquireRequest{ID: "id", Token: "w", TTL: wttl, Wait: true, WaiterTTL: wttl2})
+	if err != nil || !g.Queued || !g.Head || g.StoreTime.IsZero() || g.StoreTime.Sub(before).Abs() > prompt {
+		t.Fatalf("enqueue: %+v, %v; want queued, head, with the server's clock", g, err)
+	}
+	if err := h.admin.QueryRow(ctxT(t), "SELECT locktest_handoff.us(deadline - since) FROM locktest_handoff.waiters WHERE id = 'id'").Scan(&d); err != nil || dur(d) != wttl2 {
+		t.Errorf("the waiter's deadline - its enqueue: %v (%v), want the WaiterTTL %v exactly", dur(d), err, wttl2)
+	}
+	h.ExpireNow(t, "id")
+	res, err := pw.Heartbeat(ctxT(t), []backend.Waiter{{ID: "id", Token: "w"}}, time.Minute)
+	if err != nil || len(res) != 1 || !res[0].Queued || res[0].Ready {
+		t.Errorf("the heartbeat that granted w: %+v, %v; want Queued, not Ready", res, err)
+	}
+	w.await(t, "the grant to w", func(wk backend.Wake) bool { return wk.Token == "w" && wk.Grant != nil })
+	grant := w.list()[0].Grant
+	if grant.Fence <= g.Fence || grant.TTL != wttl {
+		t.Errorf("grant %+v, want a fence above %d and the TTL w asked for, %v", grant, g.Fence, wttl)
+	}
+	if err := h.admin.QueryRow(ctxT(t), "SELECT locktest_handoff.us(expiry - 'epoch') FROM locktest_handoff.ids WHERE id = 'id' AND token = 'w'").Scan(&d); err != nil || time.UnixMicro(d).Sub(grant.StoreTime) != wttl {
+		t.Errorf("w's expiry - the grant's StoreTime: %v (%v), want %v exactly", time.UnixMicro(d).Sub(grant.StoreTime), err, wttl)
+	}
+	if left := h.StateLeft(t, "id"); len(left) != 1 || left[0] != "lease of w" {
+		t.Errorf("after the hand-off: %v, want w's lease and no waiter row", left)
+	}
+	if res, err = pw.Heartbeat(ctxT(t), []backend.Waiter{{ID: "id", Token: "w"}}, time.Minute); err != nil || res[0].Queued {
+		t.Errorf("a later heartbeat of w: %+v, %v; want not queued", res, err)
+	}
+	if g := acquire(t, pw, "id", "w", true); !g.Acquired || g.Fence != grant.Fence || g.TTL > wttl {
+		t.Errorf("w's Acquire after the hand-off: %+v, want the granted lease (fence %d)", g, grant.Fence)
+	}
+}
+
+// Inspect shows the live lease and live waiters only, bounded, and writes
+// nothing: no expired lease freed, no dead waiter purged, no hand-off, no
+// wake-up, not even a row rewritten with the same values.
+func TestInspect(t *testing.T) {
+	h := newSchema(t, "locktest_inspect", Options{})
+	b := backendOn(t, h)
+	w := subscribe(t, b, "id")
+	g := acquire(t, b, "id", "holder", false)
+	for _, tok := range []string{"dead1", "live1", "dead2", "live2", "live3"} {
+		acquire(t, b, "id", tok, true)
+	}
+	in, err := b.Inspect(ctxT(t), "id", 10)
+	if err != nil || !in.Held || in.Fence != g.Fence || in.Holder != backend.Fingerprint("holder") || in.TTL <= 0 || in.TTL > time.Minute || in.QueueLen != 5 {
+		t.Errorf("a held id with 5 waiters: %+v, %v", in, err)
+	}
+	_, err = h.admin.Exec(ctxT(t), "UPDATE locktest_inspect.waiters SET deadline = clock_timestamp() WHERE token IN ('dead1', 'dead2')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ExpireNow(t, "id")
+	state := func() string {
+		var s string
+		err := h.admin.QueryRow(ctxT(t), `SELECT coalesce(string_agg(r, ';' ORDER BY r), '') FROM (
+			SELECT (ctid, xmin, i.*)::text AS r FROM locktest_inspect.ids i WHERE id = 'id' UNION ALL
+			SELECT (ctid, xmin, w.*)::text FROM locktest_inspect.waiters w WHERE id = 'id') x`).Scan(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := state()
+	for _, n := range []int{10, 2, 0, -1} {
+		in, err := b.Inspect(ctxT(t), "id", n)
+		if err != nil || in.ID != "id" || in.Held || in.TTL != 0 || in.QueueLen != 3 || len(in.Waiters) != max(0, min(n, 3)) {
+			t.Errorf("Inspect(%d) of an expired lease, 3 live and 2 dead waiters: %+v, %v", n, in, err)
+			continue
+		}
+		for i, wi := range in.Waiters {
+			if wi.Token != backend.Fingerprint(fmt.Sprint("live", i+1)) || (i > 0 && wi.Ticket <= in.Waiters[i-1].Ticket) ||
+				wi.Deadline <= 0 || wi.Deadline > time.Minute || wi.QueuedFor < 0 || wi.QueuedFor > prompt {
+				t.Errorf("Inspect(%d): waiter %d is %+v, want live%d, in ticket order", n, i, wi, i+1)
+			}
+		}
+	}
+	if after := state(); after != before {
+		t.Errorf("Inspect wrote:\nbefore %s\nafter  %s", before, after)
+	}
+	if got := w.settled(t, h, b, "id"); len(got) != 0 {
+		t.Errorf("Inspect woke %+v", got)
+	}
+
+	// At most backend.MaxInspectWaiters are listed.
+	reqs := make([]backend.AcquireRequest, backend.MaxInspectWaiters+1)
+	for i := range reqs {
+		reqs[i] = request("many", fmt.Sprint("w", i), true)
+	}
+	acquire(t, b, "many", "holder", false)
+	if _, err := b.AcquireBatch(ctxT(t), reqs); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := b.Inspect(ctxT(t), "many", 1000); err != nil || in.QueueLen != len(reqs) || len(in.Waiters) != backend.MaxInspectWaiters {
+		t.Errorf("Inspect(1000) of %d waiters: QueueLen %d, %d listed, %v; want %d listed", len(reqs), in.QueueLen, len(in.Waiters), err, backend.MaxInspectWaiters)
+	}
+}
+
+// ExtendBatch runs one Extend step per request, each with its own result:
+// a token that does not hold its id gets ErrNotHeld and extends nothing,
+// also while another token holds the id, and the others go on.
+func TestExtendBatch(t *testing.T) {
+	h := newSchema(t, "locktest_extend", Options{})
+	b := backendOn(t, h)
+	acquire(t, b, "a", "t1", false)
+	acquire(t, b, "b", "t2", false)
+	res, err := b.ExtendBatch(ctxT(t), []backend.ExtendRequest{
+		{ID: "a", Token: "t9", TTL: time.Hour},
+		{ID: "a", Token: "t1", TTL: 2 * time.Second},
+		{ID: "c", Token: "t1", TTL: time.Hour},
+		{ID: "b", Token: "t1", TTL: time.Hour},
+		{ID: "b", Token: "t2", TTL: 3 * time.Second},
+	})
+	want := []error{backend.ErrNotHeld, nil, backend.ErrNotHeld, backend.ErrNotHeld, nil}
+	if err != nil || len(res) != len(want) {
+		t.Fatalf("ExtendBatch: %v, %v", res, err)
+	}
+	for i := range want {
+		if !errors.Is(res[i], want[i]) || (want[i] == nil) != (res[i] == nil) {
+			t.Errorf("request %d: %v, want %v", i, res[i], want[i])
+		}
+	}
+	for id, ttl := range map[string]time.Duration{"a": 2 * time.Second, "b": 3 * time.Second} {
+		if in, err := b.Inspect(ctxT(t), id, 0); err != nil || in.TTL > ttl || in.TTL < ttl-prompt {
+			t.Errorf("%s after the batch: TTL %v (%v), want its holder's extend to %v and no other", id, in.TTL, err, ttl)
+		}
+	}
+	if left := h.StateLeft(t, "c"); len(left) != 0 {
+		t.Errorf("an Extend of a free id created %v", left)
+	}
+	if res, err := b.ExtendBatch(ctxT(t), nil); err != nil || len(res) != 0 {
+		t.Errorf("ExtendBatch of nothing: %v, %v", res, err)
+	}
+}
+
+// Subscribe returns only once wake-ups can be delivered: on a backend just
+// made, once LISTEN is active, and, with the test hook that delays
+// subscriptions, only after the delay.
 func TestSubscribeReturnsWhenListening(t *testing.T) {
 	h := newSchema(t, "locktest_subscribe", Options{})
 	steps := backendOn(t, h)
 	for i := 0; i < 5; i++ {
 		id := fmt.Sprint("id", i)
+		b := backendOn(t, h) // a new listening connection
+		const delay = 100 * time.Millisecond
+		if i > 2 {
+			h.DelaySubscribe(t, b, delay)
+		}
+		start := time.Now()
+		w := subscribe(t, b, id)
+		if took := time.Since(start); i > 2 && took < delay {
+			t.Errorf("Subscribe with subscriptions delayed %v returned after %v", delay, took)
+		}
 		acquire(t, steps, id, "holder", false)
-		acquire(t, steps, id, "waiter", true)
-		w := subscribe(t, backendOn(t, h), id) // a new listening connection
+		acquire(t, b, id, "waiter", true)
 		if err := steps.Release(ctxT(t), id, "holder"); err != nil {
 			t.Fatal(err)
 		}
@@ -321,5 +526,11 @@ func TestNewAndClose(t *testing.T) {
 	}
 	if _, err := b.Subscribe(ctxT(t), "x", func(backend.Wake) {}); !errors.Is(err, backend.ErrClosed) {
 		t.Errorf("Subscribe after Close: %v", err)
+	}
+	if _, err := b.ExtendBatch(ctxT(t), []backend.ExtendRequest{{ID: "x", Token: "t", TTL: time.Second}}); !errors.Is(err, backend.ErrClosed) {
+		t.Errorf("ExtendBatch after Close: %v", err)
+	}
+	if _, err := b.Inspect(ctxT(t), "x", 1); !errors.Is(err, backend.ErrClosed) {
+		t.Errorf("Inspect after Close: %v", err)
 	}
 }

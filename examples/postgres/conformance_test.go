@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redislocker/lock/backend"
@@ -17,11 +18,15 @@ type harness struct {
 	admin *pgxpool.Pool
 }
 
+// Every optional harness capability but ClockAdvancer (the server's clock
+// runs at real speed), so that no property is skipped.
 var (
-	_ conformance.Expirer      = (*harness)(nil)
-	_ conformance.StateChecker = (*harness)(nil)
-	// Also ForgetIdle and DropNotifier: the strengthened suite's Forgetter
-	// and NotifierDropper.
+	_ conformance.Expirer          = (*harness)(nil)
+	_ conformance.StateChecker     = (*harness)(nil)
+	_ conformance.Forgetter        = (*harness)(nil)
+	_ conformance.NotifierDropper  = (*harness)(nil)
+	_ conformance.SubscribeDelayer = (*harness)(nil)
+	_ conformance.Limiter          = (*harness)(nil)
 )
 
 // newSchema returns a harness on a new schema, dropped at the end of t.
@@ -75,21 +80,36 @@ func (h *harness) ForgetIdle(t *testing.T, id string) {
 	}
 }
 
-// DropNotifier ends b's listening connection from the server's side.
-func (h *harness) DropNotifier(t *testing.T, b backend.Backend) {
+// ours returns b as a Backend of this harness.
+func ours(t *testing.T, b backend.Backend) *Backend {
 	pb, ok := b.(*Backend)
 	if !ok {
-		t.Fatalf("DropNotifier: %T is not a backend of this harness", b)
+		t.Fatalf("%T is not a backend of this harness", b)
 	}
+	return pb
+}
+
+// DropNotifier ends b's listening connection from the server's side.
+func (h *harness) DropNotifier(t *testing.T, b backend.Backend) {
+	pb := ours(t, b)
+	var ok bool
 	err := h.admin.QueryRow(context.Background(), "SELECT pg_terminate_backend($1)", int32(pb.l.pid.Load())).Scan(&ok)
 	if err != nil || !ok {
 		t.Fatalf("DropNotifier: terminating the listening connection (pid %d): %v, %v", pb.l.pid.Load(), ok, err)
 	}
 }
 
-// StateLeft lists id's live lease and every queue row of id. The ids row
-// stays (it holds the documented counters) and is not reported; an expired
-// lease in it is free to every step, as an expired Redis key is gone.
+// DelaySubscribe makes b's later subscriptions register only d after
+// Subscribe starts them, as a slow store would confirm them (d == 0 ends
+// it): a Subscribe that returned before would lose the wake-ups between.
+func (h *harness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
+	ours(t, b).l.delay.Store(int64(d))
+}
+
+// StateLeft lists id's live lease and every queue row of id, live or dead.
+// The ids row stays (it holds the documented counters) and is not reported;
+// an expired lease in it is free to every step, as an expired Redis key is
+// gone.
 func (h *harness) StateLeft(t *testing.T, id string) []string {
 	rows, err := h.admin.Query(context.Background(), fmt.Sprintf(`
 		SELECT 'lease of ' || encode(token, 'escape') FROM %[1]s.ids
@@ -124,7 +144,8 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// Limits tells the suite the queue cap and purge limit it may fill.
+// Limits tells the suite the queue cap and purge limit it may fill, and
+// claims full conformance: a property the suite would skip fails.
 func (h *harness) Limits() conformance.Limits {
-	return conformance.Limits{MaxWaiters: h.opts.MaxWaiters, PurgeLimit: h.opts.PurgeLimit, WakesEveryProcess: true}
+	return conformance.Limits{MaxWaiters: h.opts.MaxWaiters, PurgeLimit: h.opts.PurgeLimit, Strict: true}
 }

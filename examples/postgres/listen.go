@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,16 +15,19 @@ import (
 )
 
 // listener is a Backend's one listening connection (checklist item 8),
-// shared by every subscription. It LISTENs on the schema's channel, where
-// the steps NOTIFY "hex(id) hex(head)", and calls the subscriptions of the
-// id. When the connection fails it reconnects; once it listens again it
-// wakes every subscription with All, for what it missed.
+// shared by every subscription. It LISTENs on the Backend's own channel,
+// which every waiter the Backend queues records, so that the steps NOTIFY
+// a waiter's wake-up to its process only (see wake in schema.sql), and
+// calls the subscriptions of the id. When the connection fails it
+// reconnects; once it listens again it wakes every subscription with All,
+// for what it missed.
 type listener struct {
 	cfg     *pgx.ConnConfig
 	channel string
 	stop    context.CancelFunc
 	done    chan struct{} // closed when run returns
 	pid     atomic.Uint32 // the listening connection's server process
+	delay   atomic.Int64  // a test hook: subscriptions are registered this late
 
 	mu   sync.Mutex
 	subs map[string]map[*func(backend.Wake)]struct{}
@@ -88,24 +92,46 @@ func (l *listener) listening(reconnect bool) {
 	}
 }
 
-// deliver calls the subscriptions of the notified id with its head.
+// deliver calls the subscriptions of the notified id with the wake-up
+// "hex(id) hex(token) holder_ttl fence ttl store_time" (µs; fence 0: no
+// grant), as written by wake in schema.sql.
 func (l *listener) deliver(payload string) {
-	hid, htok, _ := strings.Cut(payload, " ")
-	id, _ := hex.DecodeString(hid) // written by finish: valid
-	tok, _ := hex.DecodeString(htok)
+	f := strings.Split(payload, " ")
+	if len(f) != 6 {
+		return
+	}
+	id, _ := hex.DecodeString(f[0])
+	tok, _ := hex.DecodeString(f[1])
+	var n [4]int64
+	for i := range n {
+		n[i], _ = strconv.ParseInt(f[2+i], 10, 64)
+	}
+	w := backend.Wake{ID: string(id), Token: string(tok), HolderTTL: dur(n[0])}
+	if n[1] > 0 {
+		w.Grant = &backend.HandOff{Fence: uint64(n[1]), TTL: dur(n[2]), StoreTime: time.UnixMicro(n[3])}
+	}
 	var fns []func(backend.Wake)
 	l.mu.Lock()
-	for fn := range l.subs[string(id)] {
+	for fn := range l.subs[w.ID] {
 		fns = append(fns, *fn)
 	}
 	l.mu.Unlock()
 	for _, fn := range fns {
-		fn(backend.Wake{ID: string(id), Token: string(tok)})
+		fn(w)
 	}
 }
 
 // subscribe registers fn for id and waits until the connection listens.
 func (l *listener) subscribe(ctx context.Context, id string, fn func(backend.Wake)) (func(), error) {
+	if d := time.Duration(l.delay.Load()); d > 0 { // the test hook: a slow store
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	key := &fn
 	l.mu.Lock()
 	if l.subs[id] == nil {
