@@ -105,11 +105,18 @@ type Waiter struct {
 
 // HeartbeatResult is the outcome of one waiter's heartbeat.
 type HeartbeatResult struct {
-	// Queued reports that the entry was present and its deadline refreshed.
-	// false means it is gone (purged, granted or left); it is not re-added.
+	// Queued reports that the entry was live and its deadline refreshed.
+	// false means it is gone: purged (its deadline passed, whether or not
+	// a step removed it yet), left, or granted by an earlier step (a
+	// waiter's entry goes with its grant, so a waiter that a hand-off
+	// granted before this heartbeat is reported not queued). It is not
+	// re-added. A HandOffer may report true for a waiter that this very
+	// step granted (its wake-up carries the grant).
 	Queued bool
-	// Ready reports that the lock is free and this waiter is the head: it
-	// should try now (the fallback for a lost wake-up).
+	// Ready reports that, after the step, the lock is free and this waiter
+	// is the head: it should Acquire now (the fallback for a lost
+	// wake-up). A HandOffer grants a live head instead, so it reports Ready
+	// only when it does not hand off.
 	Ready bool
 }
 

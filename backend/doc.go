@@ -16,8 +16,11 @@
 //
 //   - [Batcher]: many acquire or leave steps in one round trip
 //     (fallbacks: [AcquireBatch], [LeaveBatch], which loop);
+//   - [ExtendBatcher]: many extend steps in one round trip, for the
+//     Locker's keep-alive (fallback: [ExtendBatch], up to 16 Extend calls
+//     at a time);
 //   - [Resolver]: the smallest TTL the store can express
-//     (fallback: [ResolutionOf] returns one millisecond).
+//     (fallback: [ResolutionOf] returns one millisecond);
 //   - [Inspector]: a read-only view of one id for operators
 //     (fallback: [Inspect] returns ErrUnsupported);
 //   - [HandOffer]: direct hand-off, a step that frees the lock grants it to
@@ -27,7 +30,14 @@
 // # Implementer's checklist
 //
 // State per id: a lock (holder token, expiry, fence), a queue of waiters
-// (token, ticket, deadline) and a fence counter. "Store" below means
+// (token, ticket, deadline) and a fence counter.
+//
+// Two words are used throughout. An entry is dead once its deadline is at
+// or before the store's now, and a lease has ended once its expiry is,
+// whether or not a step has removed it yet: no step, Inspect included,
+// treats either as live. The head is the live entry with the lowest
+// ticket: a dead entry, purged or not, is never the head, so the head a
+// step grants or wakes (items 1, 7 and 14) is the first live one. "Store" below means
 // whatever holds that state (Redis keys, table rows, a map in memory);
 // the Redis adapters are the running example.
 //

@@ -75,19 +75,42 @@ func (e *BackendError) Is(target error) bool { return target == ErrBackend }
 
 // Kind is what a failed step's error says about the step's outcome. A
 // backend classifies its client's errors with [WithKind]; the core decides
-// from the kind whether to retry or to clean up.
+// from the kind whether to clean up, and the conformance suite checks the
+// classification (property error-kinds):
+//
+//   - after a failed Acquire of KindUnknown or KindAnswer (but
+//     ErrQueueFull), the core removes whatever the step may have left with
+//     a Leave by the same token, sent in the background with a bounded
+//     timeout (S6); after one of KindUnsent it sends none;
+//   - a waiting caller's step that failed with any kind but a sentinel
+//     answer is retried with the same token (steps are idempotent by
+//     token) while its queue entry can still be alive;
+//   - the sentinels (ErrNotHeld, ErrQueueFull, ErrNotReplicated) end the
+//     call as they are.
+//
+// So the one mistake that costs something is KindUnsent for a step that
+// took effect: its entry or grant is left until its WaiterTTL or TTL runs
+// out. Say KindUnsent only when nothing took effect.
 type Kind int
 
 const (
 	// KindUnknown: the step may have reached the store, and no answer came
-	// (a timeout, a reset connection). It may or may not have taken effect.
-	// An error a backend did not classify is of this kind.
+	// (a timeout, a reset connection, a ctx that ended while the call was
+	// in flight). It may or may not have taken effect. An error a backend
+	// did not classify is of this kind.
 	KindUnknown Kind = iota
-	// KindUnsent: the step never reached the store (no connection could be
-	// made, the client was closed before it wrote). It took no effect.
+	// KindUnsent: the step took no effect. Either it never reached the
+	// store (no connection could be made, the client was closed before it
+	// wrote, the ctx ended before the call was sent), or the store
+	// answered that it undid all of it: a SQL transaction that was rolled
+	// back (a serialization failure, a deadlock victim, a statement
+	// timeout inside the step's transaction) is of this kind, not
+	// KindAnswer, because nothing of the step is left to clean up.
 	KindUnsent
 	// KindAnswer: the store answered; the step ran, or was refused, as the
-	// answer says. The sentinel errors are of this kind.
+	// answer says. The sentinel errors are of this kind; so is a store
+	// error after which part of the step may stand (a script that failed
+	// after a write).
 	KindAnswer
 )
 

@@ -67,6 +67,22 @@
 //     new holder, whose lock stays untouched.
 //   - extend-never-revives (S4): backend Extend of an expired lease is
 //     ErrNotHeld, and another client can take the id at once.
+//   - expiry-handoff (S3, L2): A's lease ends without a release (at its
+//     TTL, and with an Expirer) while W and X wait; whether W's own
+//     Acquire, a newcomer's or W's Heartbeat comes next, W's fence is
+//     above every earlier one, W's retries and Inspect report it, W's
+//     Heartbeat finds no entry of W, Inspect lists X alone, and X is
+//     granted as soon as W releases.
+//   - ttl-precision (S2, checklist item 13): with leases of 1.7 s and
+//     1.3 s, a new grant's TTL, a retried grant's, Grant.HolderTTL, a new
+//     head's Wake.HolderTTL and a hand-off's TTL each lie between what is
+//     left by the clock and what was granted: never rounded to seconds.
+//   - extend-batch (S4): one ExtendBatch of six requests: the holders'
+//     leases are extended, an intruder's request on an id another token
+//     holds, one on a free id and one on an ended lease get ErrNotHeld and
+//     change nothing, each result is in its place, and the failures skip
+//     nothing after them. It runs the backend's ExtendBatcher, or the
+//     core's fallback.
 //   - acquire-many-no-unseen-leases (S7): breaking out of AcquireMany, or
 //     cancelling it, leaves no unseen lease and no queue entry.
 //
@@ -87,9 +103,16 @@
 //   - subscribe-live (L1, checklist item 8): a release right after
 //     Subscribe returned (and the waiting step after it) wakes the
 //     subscriber, with subscriptions delayed 300 ms by a SubscribeDelayer.
+//   - subscribe-scoped (L1, checklist item 8): process P subscribes twice
+//     to an id and Q once; P cancels one subscription; releases then wake
+//     P's waiter through P's other subscription, and Q's through Q's.
 //   - reconnect-wakes-all (L1, checklist item 8): after the harness breaks
 //     a process's notifier (NotifierDropper), each of its subscribed ids
 //     gets Wake{All} within 5 s, and releases wake its waiters again.
+//   - one-delivery-per-wake (L1, checklist item 7): eight processes wait,
+//     one waiter each, and are granted in turn; the core is handed at most
+//     two wake-ups per hand-off across them all (skipped with
+//     Limits.WakesEveryProcess).
 //   - head-after-grant (L1, checklist item 7): A holds, B and C queue in
 //     their own processes, heartbeats every 6.7 s. A releases to B, which
 //     makes C the head; B dies holding: C is granted within 100 ms (+ 1 s
@@ -136,7 +159,9 @@
 //     outlives Close, after waits, heartbeats, AcquireMany, Do, a queue
 //     timeout and a cancel.
 //   - no-state-left (H2): after release, hand-off, TryAcquire, queue
-//     timeout, cancel, Leave, AcquireMany, Do and expiry, StateLeft is empty.
+//     timeout, cancel, Leave, AcquireMany and Do, StateLeft is empty; after
+//     a lease expired with no step since, it is empty once the store's
+//     idle bound passed (the harness's Forgetter makes it pass).
 //   - bounded-input (H3): an id of MaxIDLength+1 bytes is an *ArgumentError
 //     with no backend call. An id of exactly MaxIDLength (with braces, NUL
 //     and invalid UTF-8) works, queue hand-off included, and is not confused
@@ -145,15 +170,29 @@
 //     a new waiter with ErrQueueFull (alone, in a batch, and through
 //     Locker.Acquire) and enqueues nothing, a queued waiter's retry is not
 //     refused, and a place that frees up can be taken.
+//   - purge-exact (L3, H3): a waiter whose deadline is a third of its
+//     WaiterTTL away is still queued with its ticket after other clients'
+//     steps; and with 2 x PurgeLimit + 1 dead entries between two live
+//     waiters, the live head's ceil(dead / PurgeLimit) heartbeats purge
+//     them all, so that once the live waiters leave and the holder
+//     releases, StateLeft is empty (that part needs a StateChecker).
 //   - purge-limit (H3, L3): with three times Limits.PurgeLimit waiters dead
 //     ahead of a live one, no Heartbeat refreshes and no Acquire grants a
-//     dead entry, the live waiter is granted within a bounded number of its
-//     own steps, and a dead waiter that asks again queues anew.
+//     dead entry, the entry the purges reach last probed first; a dead
+//     waiter that asks again with Wait queues anew behind the live one; the
+//     live waiter is granted within a bounded number of its own steps.
 //
 // The API around them:
 //   - bad-input: nil ctx, empty id, bad ttl, nil fn or Locker, bad
 //     AcquireMany ids, bad options, and every call after Close fail with an
 //     error naming the argument (or ErrClosed), with no backend call.
+//   - error-kinds (checklist item 9, backend.Kind): ErrNotHeld from Release
+//     and Extend is of kind answer; an Acquire cut by its ctx (before the
+//     call, and after 1 µs to 5 ms) is never of kind answer, and if it says
+//     unsent, its token is neither queued nor holding.
+//   - heartbeat-order (checklist item 6): one Heartbeat of six waiters of
+//     two held ids, interleaved, some queued and some not, reports each in
+//     its place.
 //   - batch-order: AcquireBatch requests on shared ids take effect and
 //     report in request order, ErrQueueFull in its own place (with
 //     Limits.MaxWaiters); LeaveBatch leaves every listed entry.
@@ -169,6 +208,12 @@
 //     after Close return ErrClosed.
 //   - inspect: Inspect reports the holder (fence, TTL, fingerprint) and
 //     the live waiters in order, bounded; skipped without backend.Inspector.
+//   - inspect-read-only: Inspect reports the holder's own fence after
+//     grants of other ids; with a lease that ended and a dead head and no
+//     step since, it reports the id as not held (no negative TTL) and
+//     counts only the live waiter, twice alike; StateLeft is the same
+//     before and after, and no wake-up is sent. Skipped without
+//     backend.Inspector.
 //   - model: a rapid state machine drives Acquire (with and without Wait),
 //     AcquireBatch, Release, Extend, Leave, LeaveBatch and Heartbeat on three
 //     backends and compares every result with a plain model (holder, fence,
@@ -185,8 +230,11 @@
 //     of lost-lease-signalled.
 //   - ClockAdvancer: used like Expirer (advance past the TTL) when the
 //     harness has no Expirer.
-//   - StateChecker: enables no-state-left (skipped without it), and makes
-//     model check that nothing is left after each of its runs.
+//   - StateChecker: enables no-state-left (skipped without it), the
+//     second half of purge-exact and inspect-read-only's before-and-after
+//     comparison, and makes model check that nothing is left after each
+//     of its runs. It must show everything the backend stores for the id,
+//     expired or dead entries included, or a leftover cannot be seen.
 //   - Forgetter: lets fence-after-idle make the store forget an idle id's
 //     state (what it would drop by itself after an idle bound).
 //   - NotifierDropper: breaks a backend's notifier connection; enables
@@ -199,8 +247,17 @@
 //     by a Leave or a purge wakes nobody, nor tells the new head of a held
 //     lock; the heartbeat finds it).
 //
+// # Skips and strict mode
+//
+// A property whose capability is missing (a harness interface above, an
+// optional backend interface, or an exception stated in Limits) is
+// skipped, or runs without the case that needs it, with the reason; Run
+// ends with a summary that names each. A harness whose Limits set Strict
+// claims full conformance: each such skip fails instead.
+//
 // The suite wraps every backend in a spy (spy.go) that records the steps
 // and wake-ups, and injects faults: lost wake-ups, a killed process, a lost
-// reply after a step took effect, a lease taken away. It imports only the
+// reply after a step took effect, a lease taken away. It forwards every
+// optional backend interface, so that each runs under the suite. It imports only the
 // standard library, pgregory.net/rapid, and packages lock and backend.
 package conformance

@@ -25,9 +25,12 @@ type Expirer interface {
 }
 
 // StateChecker is an optional Harness capability for H2: it returns a
-// description of every piece of state the store still keeps for id other
-// than keys that expire within a documented bound (e.g. Redis keys), or
-// nothing when it is clean.
+// description of every piece of state the store keeps for id, or nothing
+// when it is clean. Everything counts, expired leases and dead queue
+// entries a step has not removed yet included, but for the documented
+// counters that outlive an id (a fence key that expires within a stated
+// bound, a store-wide counter). A check that shows only live state hides
+// what a backend leaves behind.
 type StateChecker interface {
 	StateLeft(t *testing.T, id string) []string
 }
@@ -63,7 +66,11 @@ type NotifierDropper interface {
 // SubscribeDelayer is an optional Harness capability for checklist item 8:
 // from now on, a subscription of b (a backend this harness made) becomes
 // live only d after Subscribe starts it, e.g. because the store's
-// confirmation is slow. A correct Subscribe then takes at least d; one
+// confirmation is slow. "Live" is the moment wake-ups for the id start to
+// reach the subscriber, whatever makes it: for a backend that subscribes
+// one channel in New and makes Subscribe a local registration, delay that
+// registration (or the first confirmation of the channel, for a
+// Subscribe that waits for it). A correct Subscribe then takes at least d; one
 // that returns before its subscription is live loses the wake-ups sent
 // right after it returns. d == 0 ends the delay. Without it,
 // subscribe-live runs with the store's own speed, which rarely exposes an
@@ -83,12 +90,16 @@ type Limiter interface {
 // stated": properties that need a figure are skipped, with the reason.
 type Limits struct {
 	// MaxWaiters is the cap on waiters per id (H3). waiter-cap fills a
-	// queue to it, so keep it small in the harness (e.g. 64); the suite's
-	// largest queue has 16 waiters. 0: waiter-cap is skipped.
+	// queue to it, so keep it small in the harness (at most 5000; e.g.
+	// 64), but not below what the suite queues on one id: 16 waiters, and
+	// 3 x PurgeLimit + 2 in purge-limit (three limits' worth of dead
+	// waiters, a live one, and one of the dead queued anew). With
+	// PurgeLimit 8, 64 fits. 0: waiter-cap is skipped.
 	MaxWaiters int
 	// PurgeLimit is the most expired waiters one step purges per id.
-	// purge-limit queues three times as many dead waiters. 0: it assumes
-	// 100.
+	// purge-limit queues three times as many dead waiters, purge-exact
+	// twice as many plus one. 0: they assume 100 (then MaxWaiters must be
+	// at least 302).
 	PurgeLimit int
 	// UnnamedWakes states that the backend cannot name the head (e.g.
 	// wake-ups from client-side-caching invalidations, checklist item 8):

@@ -118,7 +118,7 @@ func heartbeatOrder(e *env) {
 		}
 	}
 	// Interleave the two ids: a batch is not grouped by id.
-	order := []int{0, 3, 1, 4, 2, 5}
+	order := []int{0, 1, 3, 4, 5, 2}
 	var batch []backend.Waiter
 	var want []bool
 	for _, i := range order {

@@ -373,6 +373,9 @@ func purgeLimit(e *env) {
 		limit = 100
 	}
 	n := 3 * limit
+	if maxW := e.limits().MaxWaiters; maxW > 0 && maxW < n+2 {
+		e.fatalf("the harness's Limits state MaxWaiters %d and PurgeLimit %d: this property queues 3 x PurgeLimit + 2 = %d waiters on one id; raise MaxWaiters or lower PurgeLimit in the harness", maxW, limit, n+2)
+	}
 	ra, rb, rc := e.backend(), e.backend(), e.backend()
 	ctx := e.ctx(time.Minute)
 	id := e.id()

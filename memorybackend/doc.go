@@ -109,7 +109,16 @@
 // # Inspection
 //
 // [Store.Holder], [Store.Waiters], [Store.Len] and [Store.ExpireNow] let
-// tests look at and disturb the shared state. [Store.Forget] drops an idle
+// tests look at and disturb the shared state; [Store.State] shows all that
+// the Store keeps for an id, expired or dead entries included.
+//
+// An id's entry goes with the step that leaves it with no holder and no
+// waiter. An entry whose lease ended, or whose waiters died, with no step
+// on the id since, stays until the next step on the id, until a sweep of
+// its shard finds it (each sweep looks at 4 entries, once per 16 new ids
+// of the shard), or until [Store.Len] or [Store.Forget] drops it: in a
+// Store that sees no new ids, an abandoned id keeps its entry. It is
+// never read as live. [Store.Forget] drops an idle
 // id's expired state at once, [Backend.DelaySubscriptions] makes
 // subscriptions slow to become live, and [Backend.DropNotifier] imitates a
 // reconnect of a Backend's wake-ups (the conformance suite's fault
