@@ -112,20 +112,54 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		t.Fatal("conformance.Run: nil newHarness")
 	}
 	var skips skipLog
-	for _, p := range properties {
+	var hung atomic.Bool
+	for i, p := range properties {
 		t.Run(p.name, func(t *testing.T) {
 			e := newEnv(t, p)
 			e.skips = &skips
+			e.hung = &hung
 			skips.ran.Add(1)
 			h := newHarness(t)
 			if h == nil {
 				t.Fatal("conformance.Run: newHarness returned nil")
 			}
 			e.h = h
+			switch {
+			case i == 0:
+				e.probe(prompt)
+			case hung.Load():
+				e.probe(probeTimeout)
+			}
 			p.run(e)
 		})
 	}
 	skips.summary(t)
+}
+
+// probeTimeout bounds the probe that a property runs first once a step of
+// an earlier one went unanswered.
+const probeTimeout = 2 * time.Second
+
+// probe fails the property at once when the store does not answer an
+// Acquire of a free id within timeout: a backend that hangs then fails
+// the suite in about two minutes, not a property's full bounds at a time
+// (a quarter of an hour). It runs before the first property, and before
+// each one after a step went unanswered: an Acquire that waited prompt or
+// more and ended with its ctx's deadline, or a probe that failed.
+func (e *env) probe(timeout time.Duration) {
+	e.t.Helper()
+	b := e.h.NewBackend(e.t)
+	defer func() { _ = b.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	id, tok := e.id(), e.token("probe")
+	g, err := b.Acquire(ctx, backend.AcquireRequest{ID: id, Token: tok, TTL: longTTL})
+	if err != nil || !g.Acquired {
+		e.hung.Store(true)
+		e.fatalf("a backend Acquire of a free id, run before the property: %+v, %v (within %v); failing at once rather than waiting out the property's bounds", g, err, timeout)
+	}
+	e.hung.Store(false)
+	_ = b.Release(ctx, id, tok)
 }
 
 // skipLog collects the properties Run skipped, for its summary.
@@ -212,7 +246,8 @@ type env struct {
 	ids      atomic.Int64
 	bg       sync.WaitGroup // goroutines started by e.goFn
 	logw     *testWriter
-	skips    *skipLog // Run's record of skipped properties
+	skips    *skipLog     // Run's record of skipped properties
+	hung     *atomic.Bool // a step went unanswered: see probe
 }
 
 func newEnv(t *testing.T, p property) *env {
@@ -265,7 +300,7 @@ func (e *env) ctx(timeout time.Duration) context.Context {
 // backend returns a new backend of the harness, wrapped in a spy, closed
 // at the end of the subtest.
 func (e *env) backend() *spy {
-	s := newSpy(e.h.NewBackend(e.t))
+	s := newSpy(e.h.NewBackend(e.t), e.hung)
 	e.t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -284,7 +319,7 @@ func (e *env) locker(o lock.Options) (*lock.Locker, *spy) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(e.logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	s := newSpy(e.h.NewBackend(e.t))
+	s := newSpy(e.h.NewBackend(e.t), e.hung)
 	l, err := lock.New(s, &o)
 	if err != nil {
 		e.t.Fatal(err)

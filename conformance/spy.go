@@ -30,6 +30,7 @@ var (
 // it wraps: a wrapper that drops a capability hides it from the suite.
 type spy struct {
 	inner backend.Backend
+	hung  *atomic.Bool // shared by the spies of a Run: a step went unanswered
 
 	dropWakes   atomic.Bool  // wake-ups are recorded, not delivered
 	killed      atomic.Bool  // every step fails with errKilled; wake-ups are dropped
@@ -71,7 +72,9 @@ var (
 	_ backend.Inspector     = (*spy)(nil)
 )
 
-func newSpy(inner backend.Backend) *spy { return &spy{inner: inner} }
+// newSpy wraps inner; hung (nil for none) is set when an Acquire waits
+// prompt or more and ends with its ctx's deadline (see env.probe).
+func newSpy(inner backend.Backend, hung *atomic.Bool) *spy { return &spy{inner: inner, hung: hung} }
 
 // kill makes the spy a crashed process: every later step fails and no
 // wake-up is delivered.
@@ -109,7 +112,11 @@ func (s *spy) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.
 	if err := s.step(); err != nil {
 		return backend.Grant{}, err
 	}
+	start := time.Now()
 	g, err := s.inner.Acquire(ctx, req)
+	if s.hung != nil && errors.Is(err, context.DeadlineExceeded) && time.Since(start) >= prompt {
+		s.hung.Store(true)
+	}
 	s.recordAcquire(req, g, err)
 	if err == nil && s.loseReply(req) {
 		return backend.Grant{}, errLostReply
