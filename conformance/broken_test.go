@@ -134,7 +134,7 @@ func newBrokenHarness(kind string) *brokenHarness {
 		if err != nil {
 			panic(err)
 		}
-		mh = &memharness.Harness{Store: store}
+		mh.Store = store
 	}
 	mh.Unwrap = memoryOf
 	return &brokenHarness{

@@ -141,9 +141,11 @@ func StateLeft(t testing.TB, raw redis.UniversalClient, ks keys.Keyspace, id str
 
 // Limits states the Options the harness gives every Backend. Both
 // adapters, in every mode, name the head and wake only its process
-// (rueidisbackend's Tracking mode through its inbox keys).
+// (rueidisbackend's Tracking mode through its inbox keys), and have every
+// capability the suite knows: the harness claims full conformance
+// (Strict), so that a property skipped after a refactoring fails.
 func (h *Harness) Limits() conformance.Limits {
-	return conformance.Limits{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit}
+	return conformance.Limits{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit, Strict: true}
 }
 
 // ForgetIdle deletes every key of id, the fence key included: what Redis
