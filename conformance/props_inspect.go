@@ -254,15 +254,7 @@ func inspectReadOnly(e *env) {
 	if g := e.grant(rv, backend.AcquireRequest{ID: id, Token: v, TTL: longTTL, Wait: true, WaiterTTL: longTTL}); !g.Queued {
 		e.fatalf("Acquire with Wait on a held id: %+v; want queued", g)
 	}
-	wakes := make(chan backend.Wake, 16)
-	cancel, err := rv.Subscribe(ctx, id, func(w backend.Wake) {
-		select {
-		case wakes <- w:
-		default:
-		}
-	})
-	e.mustStep("Subscribe", err)
-	defer cancel()
+	wakes, _ := e.wakeChan(rv, id)
 	e.letPass(returned, ttl+expiryMargin)
 	sc, _ := e.h.(StateChecker)
 	var before []string

@@ -63,28 +63,14 @@ func purgeExact(e *env) {
 	l1, l2 := e.token("live-head"), e.token("live-tail")
 	e.grant(ra, backend.AcquireRequest{ID: id, Token: h, TTL: longTTL})
 	e.grant(rq, backend.AcquireRequest{ID: id, Token: l1, TTL: longTTL, Wait: true, WaiterTTL: longTTL})
-	dead := 2*limit + 1
-	var reqs []backend.AcquireRequest
+	dead := make([]string, 2*limit+1)
 	for i := range dead {
-		reqs = append(reqs, backend.AcquireRequest{ID: id, Token: fmt.Sprintf("dead-%s-%d", nonce, i), TTL: longTTL, Wait: true, WaiterTTL: deadTTL})
+		dead[i] = fmt.Sprintf("dead-%s-%d", nonce, i)
 	}
-	queuedAt := time.Now()
-	for len(reqs) > 0 {
-		k := min(len(reqs), 100)
-		res, err := backend.AcquireBatch(ctx, rn, reqs[:k])
-		if err != nil {
-			e.fatalf("AcquireBatch of dead-to-be waiters: %v", err)
-		}
-		for _, r := range res {
-			if r.Err != nil || !r.Queued {
-				e.fatalf("a dead-to-be waiter: %+v, %v; want queued", r.Grant, r.Err)
-			}
-		}
-		reqs = reqs[k:]
-	}
+	queuedAt := e.queueDead(rn, id, dead, deadTTL)
 	e.grant(rq, backend.AcquireRequest{ID: id, Token: l2, TTL: longTTL, Wait: true, WaiterTTL: longTTL})
 	e.letPass(queuedAt, deadTTL+expiryMargin)
-	steps := (dead + limit - 1) / limit
+	steps := (len(dead) + limit - 1) / limit
 	for range steps {
 		hb, err := rq.Heartbeat(ctx, []backend.Waiter{{ID: id, Token: l1}}, longTTL)
 		if err != nil || len(hb) != 1 || !hb[0].Queued {
@@ -96,6 +82,6 @@ func purgeExact(e *env) {
 	e.mustStep("Release", ra.Release(ctx, id, h))
 	if left := sc.StateLeft(e.t, id); len(left) > 0 {
 		e.errorf("%d dead entries behind a live head (purge limit %d), %d heartbeats of the head, then the live waiters left and the holder released: the store still keeps %v; every entry past its deadline goes, wherever it stands, up to the limit per step",
-			dead, limit, steps, left)
+			len(dead), limit, steps, left)
 	}
 }

@@ -384,25 +384,10 @@ func purgeLimit(e *env) {
 		e.fatalf("backend Acquire of a free id: %+v", g)
 	}
 	dead := make([]string, n)
-	var reqs []backend.AcquireRequest
 	for i := range dead {
 		dead[i] = fmt.Sprintf("dead-%s-%d", nonce, i)
-		reqs = append(reqs, backend.AcquireRequest{ID: id, Token: dead[i], TTL: longTTL, Wait: true, WaiterTTL: deadTTL})
 	}
-	for len(reqs) > 0 {
-		k := min(len(reqs), 100)
-		res, err := backend.AcquireBatch(ctx, rb, reqs[:k])
-		if err != nil {
-			e.fatalf("AcquireBatch of dead-to-be waiters: %v", err)
-		}
-		for _, r := range res {
-			if r.Err != nil || !r.Queued {
-				e.fatalf("a dead-to-be waiter: %+v, %v; want queued", r.Grant, r.Err)
-			}
-		}
-		reqs = reqs[k:]
-	}
-	queuedAt := time.Now()
+	queuedAt := e.queueDead(rb, id, dead, deadTTL)
 	live := e.token("live")
 	lreq := backend.AcquireRequest{ID: id, Token: live, TTL: longTTL, Wait: true, WaiterTTL: longTTL}
 	lg := e.grant(rc, lreq)

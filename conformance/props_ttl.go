@@ -38,15 +38,7 @@ func ttlPrecision(e *env) {
 	gw := e.grant(rw, backend.AcquireRequest{ID: id, Token: w, TTL: ttlX, Wait: true, WaiterTTL: longTTL})
 	within("Grant.HolderTTL told to a waiter that queues", gw.HolderTTL, ttlA, sent)
 
-	wakes := make(chan backend.Wake, 16)
-	cancel, err := rx.Subscribe(ctx, id, func(wk backend.Wake) {
-		select {
-		case wakes <- wk:
-		default:
-		}
-	})
-	e.mustStep("Subscribe", err)
-	defer cancel()
+	wakes, _ := e.wakeChan(rx, id)
 	gx := e.grant(rx, backend.AcquireRequest{ID: id, Token: x, TTL: ttlX, Wait: true, WaiterTTL: longTTL})
 	within("Grant.HolderTTL told to a second waiter", gx.HolderTTL, ttlA, sent)
 	e.mustStep("Leave", rw.Leave(ctx, id, w))

@@ -392,21 +392,9 @@ func subscribeScoped(e *env) {
 	id := e.id()
 	h, wp, wq := e.token("holder"), e.token("wp"), e.token("wq")
 	e.grant(ra, backend.AcquireRequest{ID: id, Token: h, TTL: longTTL})
-	collect := func(b *spy) (chan backend.Wake, func()) {
-		ch := make(chan backend.Wake, 64)
-		cancel, err := b.Subscribe(ctx, id, func(w backend.Wake) {
-			select {
-			case ch <- w:
-			default:
-			}
-		})
-		e.mustStep("Subscribe", err)
-		e.t.Cleanup(cancel)
-		return ch, cancel
-	}
-	_, cancel1 := collect(rp)
-	p2, _ := collect(rp)
-	q3, _ := collect(rq)
+	_, cancel1 := e.wakeChan(rp, id)
+	p2, _ := e.wakeChan(rp, id)
+	q3, _ := e.wakeChan(rq, id)
 	for _, w := range []struct {
 		b   *spy
 		tok string
@@ -416,7 +404,7 @@ func subscribeScoped(e *env) {
 		}
 	}
 	cancel1()
-	woken := func(ch chan backend.Wake, tok, what string) {
+	woken := func(ch <-chan backend.Wake, tok, what string) {
 		e.t.Helper()
 		timer := time.NewTimer(prompt)
 		defer timer.Stop()
@@ -443,4 +431,47 @@ func subscribeScoped(e *env) {
 		e.fatalf("Q's waiter, the head, after P's waiter released: %+v; want granted", g)
 	}
 	e.mustStep("Release", rq.Release(ctx, id, wq))
+}
+
+// wakeChan subscribes b to id and returns the channel its wake-ups arrive
+// on (up to 64 unread; more are dropped) and the subscription's cancel,
+// which also runs at the end of the subtest.
+func (e *env) wakeChan(b *spy, id string) (<-chan backend.Wake, func()) {
+	e.t.Helper()
+	ch := make(chan backend.Wake, 64)
+	cancel, err := b.Subscribe(e.ctx(prompt), id, func(w backend.Wake) {
+		select {
+		case ch <- w:
+		default:
+		}
+	})
+	e.mustStep("Subscribe", err)
+	e.t.Cleanup(cancel)
+	return ch, cancel
+}
+
+// queueDead queues the tokens on id through b, in batches of 100, each
+// with waiterTTL, failing the subtest unless each is queued. It returns
+// the time the last batch returned: every deadline is at most waiterTTL
+// after it.
+func (e *env) queueDead(b *spy, id string, tokens []string, waiterTTL time.Duration) time.Time {
+	e.t.Helper()
+	var reqs []backend.AcquireRequest
+	for _, tok := range tokens {
+		reqs = append(reqs, backend.AcquireRequest{ID: id, Token: tok, TTL: longTTL, Wait: true, WaiterTTL: waiterTTL})
+	}
+	for len(reqs) > 0 {
+		k := min(len(reqs), 100)
+		res, err := backend.AcquireBatch(e.ctx(prompt), b, reqs[:k])
+		if err != nil {
+			e.fatalf("AcquireBatch of dead-to-be waiters: %v", err)
+		}
+		for _, r := range res {
+			if r.Err != nil || !r.Queued {
+				e.fatalf("a dead-to-be waiter: %+v, %v; want queued", r.Grant, r.Err)
+			}
+		}
+		reqs = reqs[k:]
+	}
+	return time.Now()
 }
