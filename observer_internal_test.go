@@ -1,10 +1,19 @@
 package lock
 
 import (
+	"reflect"
 	"testing"
 
+	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
+
+// TestObservedBackendForwardsEveryCapability checks that the wrapper an
+// Observer puts around the backend keeps every optional capability that
+// package backend declares: the core would not find one it drops.
+func TestObservedBackendForwardsEveryCapability(t *testing.T) {
+	testkit.Forwards(t, reflect.TypeFor[*observedBackend](), "backend")
+}
 
 // TestNoObserverNoWrapper checks that a Locker without an Observer uses
 // its backend as given: no wrapper, no event, no clock read per step.
