@@ -101,9 +101,11 @@ func (l *Locker) extendDue() {
 		if le.due.After(now.Add(le.every / 2)) {
 			continue
 		}
-		if le.presumeLost(now) {
+		if gone, lost := le.keptGone(now); gone {
 			delete(l.kept, le)
-			expired++
+			if lost {
+				expired++
+			}
 			continue
 		}
 		batch = append(batch, le)
@@ -180,10 +182,12 @@ func (l *Locker) extendChunk(chunk []*Lease, last time.Time) (failed, expired in
 			l.retryIn(le, retryBackoff)
 			continue
 		}
-		if le.presumeLost(now) {
+		if gone, lost := le.keptGone(now); gone {
 			l.unkeep(le)
 			le.op.Unlock()
-			expired++
+			if lost {
+				expired++
+			}
 			continue
 		}
 		le.mu.Lock()

@@ -116,17 +116,23 @@ func (le *Lease) expire() {
 	le.markLostLocked()
 }
 
-// presumeLost signals the loss if ValidUntil has passed (keep-alive calls
-// it when it finds an expired lease, in case nobody armed the timer). It
-// reports whether the lease is lost.
-func (le *Lease) presumeLost(now time.Time) bool {
+// keptGone reports whether keep-alive is done with the lease: it ended
+// (a Release, or an Extend that found it not held, which closed Lost
+// already; Release takes it off the kept leases a moment after), or it is
+// lost: its loss was signalled, or ValidUntil has passed (then keptGone
+// signals it, in case nobody armed the timer). lost reports the latter:
+// a lease that expired before keep-alive could extend it.
+func (le *Lease) keptGone(now time.Time) (gone, lost bool) {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	if le.state == held && le.lostAt.IsZero() && now.Before(le.validUntil) {
-		return false
+	switch {
+	case le.state != held:
+		return true, false
+	case le.lostAt.IsZero() && now.Before(le.validUntil):
+		return false, false
 	}
 	le.markLostLocked()
-	return true
+	return true, true
 }
 
 // markLostLocked records when a held lease was found or presumed lost and

@@ -1,0 +1,92 @@
+package lock
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redislocker/lock/memorybackend"
+)
+
+// warnLog is a slog.Handler that keeps the messages logged at Warn or
+// above.
+type warnLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnLog) WithAttrs([]slog.Attr) slog.Handler           { return w }
+func (w *warnLog) WithGroup(string) slog.Handler                { return w }
+func (w *warnLog) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	w.msgs = append(w.msgs, r.Message)
+	w.mu.Unlock()
+	return nil
+}
+
+func (w *warnLog) messages() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.msgs...)
+}
+
+// A kept-alive lease that a Release ends while the keep-alive tick runs
+// is no lease that expired before it could be extended: nothing is
+// logged. Both interleavings are set up by hand: the tick finds the lease
+// after Release set its state and before Release took it off the kept
+// leases (extendDue), and the tick took it before the Release and finds
+// it released once it holds the lease's step lock (extendChunk).
+func TestKeepAliveTickAfterReleaseLogsNothing(t *testing.T) {
+	warns := &warnLog{}
+	b, err := memorybackend.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(b, &Options{Logger: slog.New(warns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	acquire := func(id string) *Lease {
+		t.Helper()
+		res, err := l.AcquireWith(ctx, id, time.Minute, &AcquireOptions{KeepAlive: true})
+		if err != nil || !res.Acquired {
+			t.Fatal(res, err)
+		}
+		return res.Lease
+	}
+
+	// extendDue: the state is released, the lease still kept, and due.
+	le := acquire("a")
+	le.mu.Lock()
+	le.state = released
+	le.closeLost()
+	le.mu.Unlock()
+	l.mu.Lock()
+	le.due = time.Now()
+	l.mu.Unlock()
+	l.extendDue()
+
+	// extendChunk: the tick holds a lease that was released since.
+	le = acquire("b")
+	if err := le.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if failed, expired, err := l.extendChunk([]*Lease{le}, time.Now().Add(time.Second)); failed != 0 || expired != 0 || err != nil {
+		t.Errorf("extendChunk of a released lease: %d failed, %d expired, %v; want nothing", failed, expired, err)
+	}
+
+	if msgs := warns.messages(); len(msgs) > 0 {
+		t.Errorf("keep-alive ticks that met released leases logged %q; want nothing", msgs)
+	}
+	l.mu.Lock()
+	kept := len(l.kept)
+	l.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("%d released leases still kept alive; want none", kept)
+	}
+}
