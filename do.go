@@ -22,10 +22,12 @@ import (
 // latest, even while an extend is stuck in a client that ignores deadlines.
 // Close cancels it with cause ErrClosed and waits for Do to return.
 //
-// If the lock is not acquired (held with NoWait, or the queue timeout
-// passed), Do logs a warning and returns the zero T and an error matching
-// ErrNotAcquired, without calling fn. If fn returns an error, Do logs it at
-// Error level and returns it. If the lease was lost before fn returned and
+// If the lock is not acquired, Do returns the zero T and an error matching
+// ErrNotAcquired, without calling fn. It logs a warning when the queue
+// timeout passed, and only at Debug level when the lock was held and
+// NoWait was set: a skip the caller asked for is no warning. If fn returns
+// an error, Do returns it, and logs it at Debug level only (the caller
+// has it). If the lease was lost before fn returned and
 // the release did not find it still held, fn may have run unprotected: Do
 // returns fn's value and an error matching ErrLeaseLost (with fn's error,
 // if any). A lease that ends after fn returned is no error. A release that
@@ -58,11 +60,11 @@ func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration,
 		return zero, err
 	}
 	if !res.Acquired {
-		why := "the queue timeout passed"
 		if o.NoWait {
-			why = "the lock is held and NoWait is set"
+			l.log.DebugContext(ctx, "lock: not acquired; fn was not run", "id", id, "reason", "the lock is held and NoWait is set")
+		} else {
+			l.log.WarnContext(ctx, "lock: not acquired; fn was not run", "id", id, "reason", "the queue timeout passed")
 		}
-		l.log.WarnContext(ctx, "lock: not acquired; fn was not run", "id", id, "reason", why)
 		return zero, wrap("do", id, ErrNotAcquired)
 	}
 	le := res.Lease
@@ -121,7 +123,7 @@ func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration,
 	}()
 	endErr := finish(time.Now())
 	if ferr != nil {
-		l.log.ErrorContext(ctx, "lock: fn failed under the lock", "id", id, "err", ferr)
+		l.log.DebugContext(ctx, "lock: fn failed under the lock", "id", id, "err", ferr)
 	}
 	return v, joinErrs(ferr, endErr)
 }

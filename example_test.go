@@ -57,7 +57,8 @@ func ExampleDo() {
 
 // A job that must run once across replicas: each replica calls Do with
 // NoWait when the job is due; the one that gets the lock runs it, the
-// others skip it at once with ErrNotAcquired (logged at Warn).
+// others skip it at once with ErrNotAcquired (logged at Debug only: the
+// skip is what they asked for).
 func ExampleDo_runOnce() {
 	store, _ := memorybackend.NewStore(nil) // stands for the Redis the replicas share
 	var skipped sync.WaitGroup

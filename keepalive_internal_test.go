@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -88,5 +89,42 @@ func TestKeepAliveTickAfterReleaseLogsNothing(t *testing.T) {
 	l.mu.Unlock()
 	if kept != 0 {
 		t.Errorf("%d released leases still kept alive; want none", kept)
+	}
+}
+
+// Do stays quiet about what its caller asked for or is told anyway: a
+// skip with NoWait and fn's error log nothing at Warn or above; a queue
+// timeout still logs a warning.
+func TestDoQuietByDefault(t *testing.T) {
+	warns := &warnLog{}
+	b, err := memorybackend.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(b, &Options{Logger: slog.New(warns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	res, err := l.Acquire(ctx, "job", time.Minute)
+	if err != nil || !res.Acquired {
+		t.Fatal(res, err)
+	}
+	fn := func(context.Context, *Lease) (int, error) { return 0, errors.New("fn failed") }
+	if _, err := Do(ctx, l, "job", time.Minute, fn, &AcquireOptions{NoWait: true}); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("Do with NoWait on a held id: %v, want ErrNotAcquired", err)
+	}
+	if _, err := Do(ctx, l, "other", time.Minute, fn, nil); err == nil || err.Error() != "fn failed" {
+		t.Fatalf("Do whose fn fails: %v, want fn's error", err)
+	}
+	if msgs := warns.messages(); len(msgs) > 0 {
+		t.Errorf("a NoWait skip and fn's error logged %q at Warn or above; want nothing", msgs)
+	}
+	if _, err := Do(ctx, l, "job", time.Minute, fn, &AcquireOptions{QueueTimeout: time.Millisecond}); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("Do with a queue timeout on a held id: %v, want ErrNotAcquired", err)
+	}
+	if msgs := warns.messages(); len(msgs) != 1 {
+		t.Errorf("a queue timeout in Do logged %q; want one warning", msgs)
 	}
 }
