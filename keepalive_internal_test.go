@@ -34,13 +34,10 @@ func (w *warnLog) messages() []string {
 	return append([]string(nil), w.msgs...)
 }
 
-// A kept-alive lease that a Release ends while the keep-alive tick runs
-// is no lease that expired before it could be extended: nothing is
-// logged. Both interleavings are set up by hand: the tick finds the lease
-// after Release set its state and before Release took it off the kept
-// leases (extendDue), and the tick took it before the Release and finds
-// it released once it holds the lease's step lock (extendChunk).
-func TestKeepAliveTickAfterReleaseLogsNothing(t *testing.T) {
+// warnLocker returns a Locker on a new memorybackend that logs to a
+// warnLog, closed at the end of t.
+func warnLocker(t *testing.T) (*Locker, *warnLog) {
+	t.Helper()
 	warns := &warnLog{}
 	b, err := memorybackend.New(nil)
 	if err != nil {
@@ -50,7 +47,18 @@ func TestKeepAliveTickAfterReleaseLogsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { _ = l.Close() })
+	return l, warns
+}
+
+// A kept-alive lease that a Release ends while the keep-alive tick runs
+// is no lease that expired before it could be extended: nothing is
+// logged. Both interleavings are set up by hand: the tick finds the lease
+// after Release set its state and before Release took it off the kept
+// leases (extendDue), and the tick took it before the Release and finds
+// it released once it holds the lease's step lock (extendChunk).
+func TestKeepAliveTickAfterReleaseLogsNothing(t *testing.T) {
+	l, warns := warnLocker(t)
 	ctx := context.Background()
 	acquire := func(id string) *Lease {
 		t.Helper()
@@ -96,16 +104,7 @@ func TestKeepAliveTickAfterReleaseLogsNothing(t *testing.T) {
 // skip with NoWait and fn's error log nothing at Warn or above; a queue
 // timeout still logs a warning.
 func TestDoQuietByDefault(t *testing.T) {
-	warns := &warnLog{}
-	b, err := memorybackend.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := New(b, &Options{Logger: slog.New(warns)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, warns := warnLocker(t)
 	ctx := context.Background()
 	res, err := l.Acquire(ctx, "job", time.Minute)
 	if err != nil || !res.Acquired {

@@ -286,10 +286,8 @@ func inspectReadOnly(e *env) {
 	} else {
 		e.skipCase("the harness has no StateChecker: cannot compare the store before and after Inspect")
 	}
-	select {
-	case w := <-wakes:
+	if w, ok := awaitWake(wakes, settle, func(backend.Wake) bool { return true }); ok {
 		e.errorf("Inspect sent a wake-up: %+v; it must not purge, hand off or wake", w)
-	case <-time.After(settle):
 	}
 	// A step now finds what Inspect saw and must not have changed: the
 	// dead head goes, and the live waiter's own step is granted.

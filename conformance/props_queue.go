@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/redislocker/lock/backend"
@@ -63,11 +62,7 @@ func purgeExact(e *env) {
 	l1, l2 := e.token("live-head"), e.token("live-tail")
 	e.grant(ra, backend.AcquireRequest{ID: id, Token: h, TTL: longTTL})
 	e.grant(rq, backend.AcquireRequest{ID: id, Token: l1, TTL: longTTL, Wait: true, WaiterTTL: longTTL})
-	dead := make([]string, 2*limit+1)
-	for i := range dead {
-		dead[i] = fmt.Sprintf("dead-%s-%d", nonce, i)
-	}
-	queuedAt := e.queueDead(rn, id, dead, deadTTL)
+	dead, queuedAt := e.queueDead(rn, id, 2*limit+1, deadTTL)
 	e.grant(rq, backend.AcquireRequest{ID: id, Token: l2, TTL: longTTL, Wait: true, WaiterTTL: longTTL})
 	e.letPass(queuedAt, deadTTL+expiryMargin)
 	steps := (len(dead) + limit - 1) / limit

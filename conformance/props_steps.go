@@ -383,11 +383,7 @@ func purgeLimit(e *env) {
 	if g := e.grant(ra, backend.AcquireRequest{ID: id, Token: holder, TTL: longTTL}); !g.Acquired {
 		e.fatalf("backend Acquire of a free id: %+v", g)
 	}
-	dead := make([]string, n)
-	for i := range dead {
-		dead[i] = fmt.Sprintf("dead-%s-%d", nonce, i)
-	}
-	queuedAt := e.queueDead(rb, id, dead, deadTTL)
+	dead, queuedAt := e.queueDead(rb, id, n, deadTTL)
 	live := e.token("live")
 	lreq := backend.AcquireRequest{ID: id, Token: live, TTL: longTTL, Wait: true, WaiterTTL: longTTL}
 	lg := e.grant(rc, lreq)

@@ -42,41 +42,22 @@ func ttlPrecision(e *env) {
 	gx := e.grant(rx, backend.AcquireRequest{ID: id, Token: x, TTL: ttlX, Wait: true, WaiterTTL: longTTL})
 	within("Grant.HolderTTL told to a second waiter", gx.HolderTTL, ttlA, sent)
 	e.mustStep("Leave", rw.Leave(ctx, id, w))
-	// X is the head of a held lock now; a backend may tell it so.
-	told := false
-	timer := time.NewTimer(settle)
-	for !told {
-		select {
-		case wk := <-wakes:
-			if wk.Token == x && wk.HolderTTL > 0 {
-				within("Wake.HolderTTL told to a new head", wk.HolderTTL, ttlA, sent)
-				told = true
-			}
-		case <-timer.C:
-			told = true // a plain wake-up, or none: the step tells it
-		}
+	// X is the head of a held lock now; a backend may tell it so (or send
+	// a plain wake-up, or none: then the step tells it).
+	if wk, ok := awaitWake(wakes, settle, func(wk backend.Wake) bool { return wk.Token == x && wk.HolderTTL > 0 }); ok {
+		within("Wake.HolderTTL told to a new head", wk.HolderTTL, ttlA, sent)
 	}
-	timer.Stop()
 
 	released := time.Now()
 	e.mustStep("Release", ra.Release(ctx, id, a))
 	if e.handsOff() {
-		timer := time.NewTimer(prompt)
-		for done := false; !done; {
-			select {
-			case wk := <-wakes:
-				if wk.Token == x && wk.Grant != nil {
-					if wk.Grant.TTL < ttlX-res || wk.Grant.TTL > ttlX {
-						e.errorf("a hand-off's TTL: %v; want the %v the waiter asked for, exact to %v", wk.Grant.TTL, ttlX, res)
-					}
-					done = true
-				}
-			case <-timer.C:
-				e.errorf("the release handed the lock to X, but no wake-up carrying the grant reached X's process within %v", prompt)
-				done = true
-			}
+		wk, ok := awaitWake(wakes, prompt, func(wk backend.Wake) bool { return wk.Token == x && wk.Grant != nil })
+		switch {
+		case !ok:
+			e.errorf("the release handed the lock to X, but no wake-up carrying the grant reached X's process within %v", prompt)
+		case wk.Grant.TTL < ttlX-res || wk.Grant.TTL > ttlX:
+			e.errorf("a hand-off's TTL: %v; want the %v the waiter asked for, exact to %v", wk.Grant.TTL, ttlX, res)
 		}
-		timer.Stop()
 	}
 	gx = e.grant(rx, backend.AcquireRequest{ID: id, Token: x, TTL: ttlX, Wait: true, WaiterTTL: longTTL})
 	if !gx.Acquired {

@@ -406,18 +406,10 @@ func subscribeScoped(e *env) {
 	cancel1()
 	woken := func(ch <-chan backend.Wake, tok, what string) {
 		e.t.Helper()
-		timer := time.NewTimer(prompt)
-		defer timer.Stop()
-		for {
-			select {
-			case w := <-ch:
-				if w.ID == id && (w.All || w.Token == "" || w.Token == tok) {
-					return
-				}
-			case <-timer.C:
-				e.errorf("%s: no wake-up within %v: cancelling another subscription of the id cancelled this one too", what, prompt)
-				return
-			}
+		if _, ok := awaitWake(ch, prompt, func(w backend.Wake) bool {
+			return w.ID == id && (w.All || w.Token == "" || w.Token == tok)
+		}); !ok {
+			e.errorf("%s: no wake-up within %v: cancelling another subscription of the id cancelled this one too", what, prompt)
 		}
 	}
 	e.mustStep("Release", ra.Release(ctx, id, h))
@@ -450,15 +442,34 @@ func (e *env) wakeChan(b *spy, id string) (<-chan backend.Wake, func()) {
 	return ch, cancel
 }
 
-// queueDead queues the tokens on id through b, in batches of 100, each
+// awaitWake returns the first wake-up from ch that match accepts, or false
+// when none came within timeout (the others are dropped).
+func awaitWake(ch <-chan backend.Wake, timeout time.Duration, match func(backend.Wake) bool) (backend.Wake, bool) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case w := <-ch:
+			if match(w) {
+				return w, true
+			}
+		case <-timer.C:
+			return backend.Wake{}, false
+		}
+	}
+}
+
+// queueDead queues n waiters on id through b, in batches of 100, each
 // with waiterTTL, failing the subtest unless each is queued. It returns
-// the time the last batch returned: every deadline is at most waiterTTL
-// after it.
-func (e *env) queueDead(b *spy, id string, tokens []string, waiterTTL time.Duration) time.Time {
+// their tokens, in queue order, and the time the last batch returned:
+// every deadline is at most waiterTTL after it.
+func (e *env) queueDead(b *spy, id string, n int, waiterTTL time.Duration) ([]string, time.Time) {
 	e.t.Helper()
+	tokens := make([]string, n)
 	var reqs []backend.AcquireRequest
-	for _, tok := range tokens {
-		reqs = append(reqs, backend.AcquireRequest{ID: id, Token: tok, TTL: longTTL, Wait: true, WaiterTTL: waiterTTL})
+	for i := range tokens {
+		tokens[i] = fmt.Sprintf("dead-%s-%d", nonce, i)
+		reqs = append(reqs, backend.AcquireRequest{ID: id, Token: tokens[i], TTL: longTTL, Wait: true, WaiterTTL: waiterTTL})
 	}
 	for len(reqs) > 0 {
 		k := min(len(reqs), 100)
@@ -473,5 +484,5 @@ func (e *env) queueDead(b *spy, id string, tokens []string, waiterTTL time.Durat
 		}
 		reqs = reqs[k:]
 	}
-	return time.Now()
+	return tokens, time.Now()
 }

@@ -201,14 +201,20 @@ func (s *skipLog) summary(t *testing.T) {
 func (e *env) skipf(format string, args ...any) {
 	e.t.Helper()
 	reason := fmt.Sprintf(format, args...)
-	strict := e.limits().Strict
-	if e.skips != nil {
-		e.skips.add(e.t.Name(), reason, strict)
-	}
-	if strict {
+	if e.recordSkip(reason) {
 		e.fatalf("skipped, but the harness claims full conformance (Limits.Strict): %s", reason)
 	}
 	e.t.Skip(reason)
+}
+
+// recordSkip adds reason to Run's summary and reports whether the harness
+// is Strict, so that the skip must fail instead.
+func (e *env) recordSkip(reason string) (strict bool) {
+	strict = e.limits().Strict
+	if e.skips != nil {
+		e.skips.add(e.t.Name(), reason, strict)
+	}
+	return strict
 }
 
 // skipCase runs the property without one of its cases, for the same
@@ -217,11 +223,7 @@ func (e *env) skipf(format string, args ...any) {
 func (e *env) skipCase(format string, args ...any) {
 	e.t.Helper()
 	reason := "a case skipped: " + fmt.Sprintf(format, args...)
-	strict := e.limits().Strict
-	if e.skips != nil {
-		e.skips.add(e.t.Name(), reason, strict)
-	}
-	if strict {
+	if e.recordSkip(reason) {
 		e.errorf("%s, but the harness claims full conformance (Limits.Strict)", reason)
 		return
 	}

@@ -37,12 +37,11 @@ type spy struct {
 	loseAcquire atomic.Int32 // lose the reply of the next Acquire: 1 any, 2 only one with Wait
 	loseExtend  atomic.Bool  // every Extend reports ErrNotHeld without reaching the store
 
-	mu            sync.Mutex
-	calls         int // steps that reached the spy, Close excepted
-	extendBatches int // ExtendBatch calls passed to the inner backend
-	acquires      []acquireRecord
-	heartbeats    []heartbeatRecord
-	wakes         []wakeRecord
+	mu         sync.Mutex
+	calls      int // steps that reached the spy, Close excepted
+	acquires   []acquireRecord
+	heartbeats []heartbeatRecord
+	wakes      []wakeRecord
 }
 
 type acquireRecord struct {
@@ -162,8 +161,8 @@ func (s *spy) Extend(ctx context.Context, id, token string, ttl time.Duration) e
 }
 
 // ExtendBatch forwards to the inner ExtendBatcher, or runs the core's
-// fallback (one Extend per request) over the inner backend. Each request
-// counts as a step; loseExtend applies to each.
+// fallback (one Extend per request) over the inner backend. The call
+// counts as one step; loseExtend makes every request ErrNotHeld.
 func (s *spy) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) ([]error, error) {
 	if err := s.step(); err != nil {
 		return nil, err
@@ -175,9 +174,6 @@ func (s *spy) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) ([]
 		}
 		return out, nil
 	}
-	s.mu.Lock()
-	s.extendBatches++
-	s.mu.Unlock()
 	return backend.ExtendBatch(ctx, s.inner, reqs)
 }
 
