@@ -7,32 +7,37 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
-// Result is the outcome of Acquire and TryAcquire.
+// Result is the outcome of Acquire (and TryAcquire).
 type Result struct {
 	// Acquired reports that the lock was granted; Lease is then non-nil.
 	Acquired bool
 	// ID is the id that was asked for.
 	ID string
 	// WasInUse reports that the id was held, or had waiters, when the call
-	// began: the caller queued (Acquire) or gave up at once (TryAcquire).
+	// began: the caller queued, or gave up at once (NoWait).
 	WasInUse bool
 	// Lease is the granted lease, or nil.
 	Lease *Lease
 }
 
-// AcquireOptions tunes one acquire call. A nil *AcquireOptions, and every
-// zero field, means the default.
+// AcquireOptions tunes one call of Acquire, AcquireMany or Do. A nil
+// *AcquireOptions, and every zero field, means the default.
 type AcquireOptions struct {
 	// Token is the owner token to use. Default: 128 random bits from
 	// crypto/rand. Supply one to make a retried call after an unknown
 	// outcome idempotent (a retried acquire with the same token is a no-op
-	// that reports the existing lease). At most MaxTokenLength bytes.
+	// that reports the existing lease). At most backend.MaxTokenLength
+	// (128) bytes. AcquireMany uses it for every id.
 	Token string
 	// QueueTimeout overrides the Locker's QueueTimeout for this call.
 	QueueTimeout time.Duration
-	// NoWait makes the call a TryAcquire: it never queues.
+	// NoWait makes the call never queue: it takes what is free now, and
+	// gives up on what is held or has waiters (Acquire: Acquired == false,
+	// WasInUse == true; AcquireMany: the ids held are in the one
+	// Snapshot's NotAcquired; Do: ErrNotAcquired, logged at Debug only).
 	NoWait bool
 	// KeepAlive makes the Locker keep the lease alive: it extends it by
 	// its ttl every ExtendEvery, in one batched step with its other
@@ -65,12 +70,15 @@ func (o *AcquireOptions) check(ttl time.Duration, keepAll bool) (time.Duration, 
 	return max(ttl/3, time.Millisecond), nil
 }
 
-// Acquire takes the lock on id for ttl. If the id is free (and nobody is
-// queued) it is granted at once with WasInUse == false. Otherwise the caller
-// joins the id's FIFO queue and waits to be woken; it returns with
-// Acquired == true and WasInUse == true when granted, or with
-// Acquired == false, WasInUse == true and a nil error when the queue
-// timeout passes. It never retries on its own after that.
+// Acquire takes the lock on id for ttl; opts may be nil (see
+// AcquireOptions). If the id is free (and nobody is queued) it is granted
+// at once with WasInUse == false. Otherwise the caller joins the id's FIFO
+// queue and waits to be woken; it returns with Acquired == true and
+// WasInUse == true when granted, or with Acquired == false, WasInUse ==
+// true and a nil error when the queue timeout passes. It never retries on
+// its own after that. With opts.NoWait it never queues: it returns
+// Acquired == false and WasInUse == true at once when the id is held or
+// has waiters. The lock is fair: NoWait does not jump a non-empty queue.
 //
 // When ctx ends, Acquire leaves the queue, holds nothing, and returns an
 // error that matches ctx.Err(). A backend failure returns an error matching
@@ -82,22 +90,9 @@ func (o *AcquireOptions) check(ttl time.Duration, keepAll bool) (time.Duration, 
 // failed step is followed by a cleanup (Leave by token), except one that
 // never reached the store (its queue entry, if any, expires on its own).
 // Bad input (nil ctx, empty or too long id, ttl <= 0 or below the
-// backend's resolution) returns an *ArgumentError before any I/O. ttl is
-// truncated to the backend's resolution.
-func (l *Locker) Acquire(ctx context.Context, id string, ttl time.Duration) (Result, error) {
-	return l.AcquireWith(ctx, id, ttl, nil)
-}
-
-// TryAcquire takes the lock on id if it can be granted now, and never
-// waits. The lock is fair: TryAcquire does not jump a non-empty queue, so it
-// fails (Acquired == false, WasInUse == true, nil error) while others wait.
-func (l *Locker) TryAcquire(ctx context.Context, id string, ttl time.Duration) (Result, error) {
-	return l.AcquireWith(ctx, id, ttl, &AcquireOptions{NoWait: true})
-}
-
-// AcquireWith is Acquire (or TryAcquire, with opts.NoWait) with per-call
-// options.
-func (l *Locker) AcquireWith(ctx context.Context, id string, ttl time.Duration, opts *AcquireOptions) (Result, error) {
+// backend's resolution, bad opts) returns an *backend.ArgumentError before
+// any I/O. ttl is truncated to the backend's resolution.
+func (l *Locker) Acquire(ctx context.Context, id string, ttl time.Duration, opts *AcquireOptions) (Result, error) {
 	var o AcquireOptions
 	if opts != nil {
 		o = *opts
@@ -133,6 +128,13 @@ func (l *Locker) AcquireWith(ctx context.Context, id string, ttl time.Duration, 
 		l.keepAlive(res.Lease, every)
 	}
 	return res, err
+}
+
+// TryAcquire is Acquire with NoWait: it takes the lock on id if it can be
+// granted now, and never waits. It does not jump a non-empty queue, so it
+// fails (Acquired == false, WasInUse == true, nil error) while others wait.
+func (l *Locker) TryAcquire(ctx context.Context, id string, ttl time.Duration) (Result, error) {
+	return l.Acquire(ctx, id, ttl, &AcquireOptions{NoWait: true})
 }
 
 func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o AcquireOptions) (Result, error) {
@@ -310,7 +312,7 @@ func (l *Locker) retryable(ctx context.Context, err error) bool {
 // an earlier step left expires after WaiterTimeout. It returns the step's
 // error, wrapped.
 func (l *Locker) abandon(ctx context.Context, op, id, token string, err error) error {
-	if errors.Is(err, backend.ErrQueueFull) || backend.Unsent(err) {
+	if errors.Is(err, backend.ErrQueueFull) || fallback.Unsent(err) {
 		return wrap(op, id, err) // nothing was enqueued, or nothing was sent
 	}
 	if cerr := l.cleanup(ctx, id, token); cerr != nil {

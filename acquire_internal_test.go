@@ -37,7 +37,7 @@ func TestToldHeadArmsHolderTimerWithoutStep(t *testing.T) {
 		}
 		done := make(chan Result, 1)
 		go func() {
-			res, err := l.AcquireWith(context.Background(), "x", time.Second, &AcquireOptions{Token: "C"})
+			res, err := l.Acquire(context.Background(), "x", time.Second, &AcquireOptions{Token: "C"})
 			if err != nil {
 				t.Errorf("Acquire: %v", err)
 			}

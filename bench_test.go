@@ -21,7 +21,7 @@ func BenchmarkLockerAcquireRelease(b *testing.B) {
 // with an Observer that does nothing: the cost of the events and of the
 // step wrapper.
 func BenchmarkLockerAcquireReleaseObserved(b *testing.B) {
-	benchAcquireRelease(b, &lock.Options{Observer: lock.ObserverFunc(func(lock.Event) {})})
+	benchAcquireRelease(b, &lock.Options{Observer: observerFunc(func(lock.Event) {})})
 }
 
 // benchAcquireRelease runs uncontended Acquire + Release cycles through a
@@ -32,7 +32,7 @@ func benchAcquireRelease(b *testing.B, o *lock.Options) {
 	defer l.Close()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		res, err := l.Acquire(ctx, "bench", time.Minute)
+		res, err := l.Acquire(ctx, "bench", time.Minute, nil)
 		if err != nil || !res.Acquired {
 			b.Fatal(res, err)
 		}

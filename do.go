@@ -11,7 +11,7 @@ import (
 // the lease so that it can pass Lease.Fence with its writes and read
 // ValidUntil.
 //
-// opts are those of AcquireWith (nil for defaults): by default Do waits in
+// opts are those of Acquire (nil for defaults): by default Do waits in
 // the queue like Acquire; with NoWait it never waits, which runs a job once
 // across replicas (the replicas that find the lock held skip the job);
 // QueueTimeout and Token apply to this call. Do always keeps the lease
@@ -55,7 +55,7 @@ func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration,
 		o = *opts
 	}
 	o.KeepAlive = true
-	res, err := l.AcquireWith(ctx, id, ttl, &o)
+	res, err := l.Acquire(ctx, id, ttl, &o)
 	if err != nil {
 		return zero, err
 	}

@@ -20,8 +20,11 @@ var (
 	ErrLeaseLost = errors.New("lock: lease lost")
 )
 
-// The sentinel errors of package backend, re-exported so that either name
-// matches with errors.Is.
+// The sentinel errors of package backend that any Locker call may return,
+// re-exported under the same value (ErrNotHeld == backend.ErrNotHeld), so
+// that a user of a Locker need not import package backend to match them.
+// Errors that only some backends return (backend.ErrNotReplicated, from the
+// Redis adapters' WaitReplicas option) stay in package backend.
 var (
 	// ErrNotHeld: Release or Extend by a token that does not hold the lock
 	// (never granted, expired, or taken over). Nothing was changed.
@@ -30,32 +33,48 @@ var (
 	ErrClosed = backend.ErrClosed
 	// ErrQueueFull: the id has as many waiters as the backend allows.
 	ErrQueueFull = backend.ErrQueueFull
-	// ErrNotReplicated: a Redis adapter's WaitReplicas option could not get
-	// a grant or an extension acknowledged by enough replicas. It also
-	// matches ErrBackend.
-	ErrNotReplicated = backend.ErrNotReplicated
-	// ErrInvalidArgument is matched by every *ArgumentError.
+	// ErrInvalidArgument is matched by every *backend.ArgumentError: bad
+	// input, named, returned before any I/O.
 	ErrInvalidArgument = backend.ErrInvalidArgument
-	// ErrBackend is matched by every *BackendError.
+	// ErrBackend is matched by every failure of the store or its client,
+	// which the Locker wraps once so that both ErrBackend and the client's
+	// own error match (errors.Is, errors.As). A client's own timeout (dial,
+	// read) is such a failure; only the end of the caller's ctx is a ctx
+	// error.
 	ErrBackend = backend.ErrBackend
+	// ErrUnsupported: the backend lacks the optional capability a call
+	// needs (Inspect on a backend that is not a backend.Inspector). It also
+	// matches errors.ErrUnsupported.
+	ErrUnsupported = backend.ErrUnsupported
 )
 
-// ArgumentError reports bad input; it names the argument and is returned
-// before any I/O.
-type ArgumentError = backend.ArgumentError
+// backendError wraps an error of the store or its client once, so that both
+// ErrBackend and the client's own error match with errors.Is / errors.As.
+type backendError struct {
+	op  string // the step: "acquire", "release", "extend", "leave", "heartbeat", "subscribe"
+	id  string // the lock id, if the step had one
+	err error  // the client's error
+}
 
-// BackendError wraps a store or client failure once; errors.Is matches both
-// ErrBackend and the client's error.
-type BackendError = backend.BackendError
+func (e *backendError) Error() string {
+	if e.id == "" {
+		return fmt.Sprintf("lock: backend %s: %v", e.op, e.err)
+	}
+	return fmt.Sprintf("lock: backend %s %q: %v", e.op, e.id, e.err)
+}
+
+func (e *backendError) Unwrap() error { return e.err }
+
+func (e *backendError) Is(target error) bool { return target == ErrBackend }
 
 // wrap turns an error of a backend step into the error the user sees:
 // context errors and sentinels keep their identity with the operation added,
-// anything else is wrapped once in a *BackendError.
+// anything else is wrapped once in a *backendError.
 func wrap(op, id string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var be *backend.BackendError
+	var be *backendError
 	switch {
 	case errors.As(err, &be):
 		return err
@@ -70,7 +89,7 @@ func wrap(op, id string, err error) error {
 		}
 		return fmt.Errorf("%w (%s)", err, opID(op, id))
 	default:
-		return &backend.BackendError{Op: op, ID: id, Err: err}
+		return &backendError{op: op, id: id, err: err}
 	}
 }
 
@@ -91,7 +110,7 @@ var sentinels = [...]error{backend.ErrNotHeld, backend.ErrQueueFull, backend.Err
 
 // isSentinel reports whether err is (or wraps) one of the lock's own
 // sentinel errors, which keep their identity instead of becoming a
-// *BackendError.
+// backend error.
 func isSentinel(err error) bool {
 	for _, s := range sentinels {
 		if errors.Is(err, s) {

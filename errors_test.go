@@ -26,7 +26,7 @@ func TestSentinelMessages(t *testing.T) {
 		{"ErrLeaseLost", lock.ErrLeaseLost, "lock: lease lost"},
 		{"ErrClosed", lock.ErrClosed, "lock: closed"},
 		{"ErrQueueFull", lock.ErrQueueFull, "lock: queue full"},
-		{"ErrNotReplicated", lock.ErrNotReplicated, "lock: not acknowledged by enough replicas"},
+		{"ErrNotReplicated", backend.ErrNotReplicated, "lock: not acknowledged by enough replicas"},
 		{"ErrInvalidArgument", lock.ErrInvalidArgument, "lock: invalid argument"},
 		{"ErrBackend", lock.ErrBackend, "lock: backend error"},
 	} {
@@ -41,7 +41,7 @@ func TestSentinelMessages(t *testing.T) {
 		{"ErrNotHeld", lock.ErrNotHeld, backend.ErrNotHeld},
 		{"ErrClosed", lock.ErrClosed, backend.ErrClosed},
 		{"ErrQueueFull", lock.ErrQueueFull, backend.ErrQueueFull},
-		{"ErrNotReplicated", lock.ErrNotReplicated, backend.ErrNotReplicated},
+		{"ErrNotReplicated", backend.ErrNotReplicated, backend.ErrNotReplicated},
 		{"ErrInvalidArgument", lock.ErrInvalidArgument, backend.ErrInvalidArgument},
 		{"ErrBackend", lock.ErrBackend, backend.ErrBackend},
 	} {
@@ -96,7 +96,7 @@ func TestErrorTexts(t *testing.T) {
 		store := newStore(t)
 		ctx := context.Background()
 		holder := newLocker(t, store.NewBackend(), nil)
-		held, err := holder.Acquire(ctx, "x", time.Hour)
+		held, err := holder.Acquire(ctx, "x", time.Hour, nil)
 		if err != nil || !held.Acquired {
 			t.Fatal(held, err)
 		}
@@ -104,13 +104,13 @@ func TestErrorTexts(t *testing.T) {
 		// A queued Acquire cancelled, whose cleanup fails too.
 		l := newLocker(t, failingLeave{store.NewBackend()}, nil)
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err = l.Acquire(cctx, "x", time.Minute)
+		_, err = l.Acquire(cctx, "x", time.Minute, nil)
 		cancel()
 		checkText(t, "cancelled Acquire with a failed cleanup", err, context.DeadlineExceeded, errLeave, lock.ErrBackend)
 
 		// A queued AcquireMany cancelled.
 		cctx, cancel = context.WithTimeout(ctx, time.Second)
-		for _, err = range holder.AcquireMany(cctx, []string{"x"}, time.Minute) {
+		for _, err = range holder.AcquireMany(cctx, []string{"x"}, time.Minute, nil) {
 		}
 		cancel()
 		checkText(t, "cancelled AcquireMany", err, context.DeadlineExceeded)
@@ -141,10 +141,10 @@ func TestErrorTexts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocker, _ := holder.Acquire(ctx, "z", time.Hour)
+		blocker, _ := holder.Acquire(ctx, "z", time.Hour, nil)
 		done := make(chan error, 1)
 		go func() {
-			_, err := lc.Acquire(ctx, "z", time.Minute)
+			_, err := lc.Acquire(ctx, "z", time.Minute, nil)
 			done <- err
 		}()
 		synctest.Wait()

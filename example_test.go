@@ -28,7 +28,7 @@ func Example() {
 	}
 	defer locker.Close()
 
-	res, err := locker.Acquire(ctx, "order-42", 10*time.Second)
+	res, err := locker.Acquire(ctx, "order-42", 10*time.Second, nil)
 	if err != nil {
 		panic(err) // a backend failure, a cancelled ctx or bad input
 	}
@@ -101,7 +101,7 @@ func ExampleLocker_AcquireMany() {
 	defer locker.Close()
 
 	n := 0
-	for snap, err := range locker.AcquireMany(ctx, []string{"a", "b", "c"}, 10*time.Second) {
+	for snap, err := range locker.AcquireMany(ctx, []string{"a", "b", "c"}, 10*time.Second, nil) {
 		if err != nil {
 			panic(err)
 		}
@@ -122,7 +122,7 @@ func ExampleLocker_TryAcquire() {
 	defer a.Close()
 	defer b.Close()
 
-	held, _ := a.Acquire(ctx, "report", time.Minute)
+	held, _ := a.Acquire(ctx, "report", time.Minute, nil)
 	try, _ := b.TryAcquire(ctx, "report", time.Minute)
 	fmt.Println(try.Acquired, try.WasInUse)
 	held.Lease.Release(ctx)
@@ -145,7 +145,7 @@ func Example_redis() {
 	}
 	defer locker.Close() // closes b (not client), before client.Close runs
 
-	res, err := locker.Acquire(ctx, "order-42", 10*time.Second)
+	res, err := locker.Acquire(ctx, "order-42", 10*time.Second, nil)
 	switch {
 	case err != nil: // backend failure (errors.Is(err, lock.ErrBackend)), ctx ended, or bad input (lock.ErrInvalidArgument)
 		log.Print(err)
@@ -185,7 +185,7 @@ func Example_fencing() {
 	const q = "UPDATE invoices SET total = $1, fence = $2 WHERE id = 42 AND fence <= $2"
 	total := 120
 
-	res, err := locker.Acquire(ctx, "invoice-42", 10*time.Second)
+	res, err := locker.Acquire(ctx, "invoice-42", 10*time.Second, nil)
 	if err != nil || !res.Acquired {
 		return
 	}

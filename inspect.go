@@ -6,56 +6,42 @@ import (
 	"fmt"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
-// Inspection is a read-only view of one id: whether it is held, by whom
-// (a token fingerprint), with which fence and for how long, and its queue.
-type Inspection = backend.Inspection
-
-// WaiterInfo describes one queued waiter of an Inspection.
-type WaiterInfo = backend.WaiterInfo
-
-// ErrUnsupported: the backend lacks the optional capability a call needs
-// (Inspect on a backend that is not a backend.Inspector). It also matches
-// errors.ErrUnsupported.
-var ErrUnsupported = backend.ErrUnsupported
-
-// InspectWaiters is how many of the first waiters Locker.Inspect lists.
-const InspectWaiters = 10
-
-// Fingerprint returns the fingerprint of a token that inspections show in
-// its place: the first 8 hex digits of its SHA-1. Compare it with
-// Fingerprint(lease.Token()) to recognise one of your own leases.
-func Fingerprint(token string) string { return backend.Fingerprint(token) }
+// inspectWaiters is how many of the first waiters Locker.Inspect lists.
+const inspectWaiters = 10
 
 // Inspect returns the state of id as the backend sees it now: held or not,
 // the holder's fence, remaining TTL and token fingerprint, the number of
-// live waiters and the first InspectWaiters of them, head first. It is
+// live waiters and the first 10 of them, head first. It is
 // read-only: it changes nothing, not even expired entries. The view may be
-// outdated as soon as it is returned.
+// outdated as soon as it is returned. Tokens are shown as fingerprints:
+// compare one with backend.Fingerprint(lease.Token()) to recognise one of
+// your own leases.
 //
 // A backend that is not a backend.Inspector returns an error matching
 // ErrUnsupported; the memory backend and both Redis adapters are
 // Inspectors. Bad input (nil ctx, empty or too long id) returns an
-// *ArgumentError before any I/O; a backend failure an error matching
+// *backend.ArgumentError before any I/O; a backend failure an error matching
 // ErrBackend.
-func (l *Locker) Inspect(ctx context.Context, id string) (Inspection, error) {
+func (l *Locker) Inspect(ctx context.Context, id string) (backend.Inspection, error) {
 	if err := checkCtx(ctx); err != nil {
-		return Inspection{ID: id}, err
+		return backend.Inspection{ID: id}, err
 	}
 	if err := checkID("id", id); err != nil {
-		return Inspection{ID: id}, err
+		return backend.Inspection{ID: id}, err
 	}
 	if err := l.begin(); err != nil {
-		return Inspection{ID: id}, err
+		return backend.Inspection{ID: id}, err
 	}
 	defer l.end()
-	in, err := backend.Inspect(ctx, l.b, id, InspectWaiters)
+	in, err := fallback.Inspect(ctx, l.b, id, inspectWaiters)
 	if errors.Is(err, ErrUnsupported) {
-		return Inspection{ID: id}, fmt.Errorf("%w (inspect %q: the backend is not a backend.Inspector)", err, id)
+		return backend.Inspection{ID: id}, fmt.Errorf("%w (inspect %q: the backend is not a backend.Inspector)", err, id)
 	}
 	if err != nil {
-		return Inspection{ID: id}, wrap("inspect", id, err)
+		return backend.Inspection{ID: id}, wrap("inspect", id, err)
 	}
 	in.ID = id
 	return in, nil

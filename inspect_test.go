@@ -16,15 +16,15 @@ import (
 func TestLockerInspect(t *testing.T) {
 	ctx := context.Background()
 	l := mustLocker(testkit.Must(memorybackend.New(nil)), &lock.Options{Logger: quietLogger()})
-	res, err := l.Acquire(ctx, "i", time.Minute)
+	res, err := l.Acquire(ctx, "i", time.Minute, nil)
 	if err != nil || !res.Acquired {
 		t.Fatal(res, err)
 	}
 	in, err := l.Inspect(ctx, "i")
-	if err != nil || !in.Held || in.ID != "i" || in.Fence != res.Lease.Fence() || in.Holder != lock.Fingerprint(res.Lease.Token()) {
+	if err != nil || !in.Held || in.ID != "i" || in.Fence != res.Lease.Fence() || in.Holder != backend.Fingerprint(res.Lease.Token()) {
 		t.Fatalf("Inspect: %+v, %v", in, err)
 	}
-	if strings.Contains(in.Holder, res.Lease.Token()) || len(in.Holder) != backend.FingerprintLength {
+	if strings.Contains(in.Holder, res.Lease.Token()) || len(in.Holder) != 8 {
 		t.Fatalf("Holder %q is not a short fingerprint", in.Holder)
 	}
 	var nilCtx context.Context
@@ -33,10 +33,10 @@ func TestLockerInspect(t *testing.T) {
 		err       error
 	}{
 		{"empty id", "id", func() error { _, err := l.Inspect(ctx, ""); return err }()},
-		{"long id", "id", func() error { _, err := l.Inspect(ctx, strings.Repeat("x", lock.MaxIDLength+1)); return err }()},
+		{"long id", "id", func() error { _, err := l.Inspect(ctx, strings.Repeat("x", backend.MaxIDLength+1)); return err }()},
 		{"nil ctx", "ctx", func() error { _, err := l.Inspect(nilCtx, "i"); return err }()},
 	} {
-		var ae *lock.ArgumentError
+		var ae *backend.ArgumentError
 		if !errors.As(c.err, &ae) || ae.Arg != c.arg {
 			t.Errorf("%s: %v, want an *ArgumentError naming %s", c.what, c.err, c.arg)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // keepAlive adds le to the leases the Locker extends by le's ttl every
@@ -200,7 +201,7 @@ func (l *Locker) extendChunk(chunk []*Lease, last time.Time) (failed, expired in
 	}
 	ctx, cancel := context.WithDeadline(l.bgCtx, last)
 	sent := time.Now()
-	errs, err := backend.ExtendBatch(ctx, l.b, reqs)
+	errs, err := fallback.ExtendBatch(ctx, l.b, reqs)
 	cancel()
 	for i, le := range live {
 		e := err

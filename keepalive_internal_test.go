@@ -62,7 +62,7 @@ func TestKeepAliveTickAfterReleaseLogsNothing(t *testing.T) {
 	ctx := context.Background()
 	acquire := func(id string) *Lease {
 		t.Helper()
-		res, err := l.AcquireWith(ctx, id, time.Minute, &AcquireOptions{KeepAlive: true})
+		res, err := l.Acquire(ctx, id, time.Minute, &AcquireOptions{KeepAlive: true})
 		if err != nil || !res.Acquired {
 			t.Fatal(res, err)
 		}
@@ -106,7 +106,7 @@ func TestKeepAliveTickAfterReleaseLogsNothing(t *testing.T) {
 func TestDoQuietByDefault(t *testing.T) {
 	l, warns := warnLocker(t)
 	ctx := context.Background()
-	res, err := l.Acquire(ctx, "job", time.Minute)
+	res, err := l.Acquire(ctx, "job", time.Minute, nil)
 	if err != nil || !res.Acquired {
 		t.Fatal(res, err)
 	}

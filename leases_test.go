@@ -294,7 +294,7 @@ func TestKeepAliveAcquireUntilRelease(t *testing.T) {
 		cb := &countBatches{Backend: newStore(t).NewBackend()}
 		l := newLocker(t, cb, nil)
 		ctx := context.Background()
-		res, err := l.AcquireWith(ctx, "x", 300*time.Millisecond, &lock.AcquireOptions{KeepAlive: true})
+		res, err := l.Acquire(ctx, "x", 300*time.Millisecond, &lock.AcquireOptions{KeepAlive: true})
 		if err != nil || !res.Acquired {
 			t.Fatal(res, err)
 		}
@@ -330,7 +330,7 @@ func TestKeepAliveLossClosesLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newStore(t)
 		l := newLocker(t, store.NewBackend(), nil)
-		res, err := l.AcquireWith(context.Background(), "x", 300*time.Millisecond, &lock.AcquireOptions{KeepAlive: true})
+		res, err := l.Acquire(context.Background(), "x", 300*time.Millisecond, &lock.AcquireOptions{KeepAlive: true})
 		if err != nil || !res.Acquired {
 			t.Fatal(res, err)
 		}
@@ -378,7 +378,7 @@ func (g *gatedSubscribe) Subscribe(ctx context.Context, id string, fn func(backe
 // holdX has another process on store take "x" and returns its lease.
 func holdX(t *testing.T, store *memorybackend.Store) *lock.Lease {
 	t.Helper()
-	res, err := newLocker(t, store.NewBackend(), nil).Acquire(context.Background(), "x", time.Minute)
+	res, err := newLocker(t, store.NewBackend(), nil).Acquire(context.Background(), "x", time.Minute, nil)
 	if err != nil || !res.Acquired {
 		t.Fatal(res, err)
 	}
@@ -398,14 +398,14 @@ func TestSubscribeNotFailedByAnotherCallersCancel(t *testing.T) {
 		actx, cancelA := context.WithCancel(ctx)
 		aErr := make(chan error, 1)
 		go func() {
-			_, err := l.Acquire(actx, "x", time.Minute)
+			_, err := l.Acquire(actx, "x", time.Minute, nil)
 			aErr <- err
 		}()
 		<-bs.entered // A's call started the subscription
 		bRes := make(chan lock.Result, 1)
 		bErr := make(chan error, 1)
 		go func() {
-			r, err := l.Acquire(ctx, "x", time.Minute)
+			r, err := l.Acquire(ctx, "x", time.Minute, nil)
 			bRes <- r
 			bErr <- err
 		}()
@@ -438,7 +438,7 @@ func TestSubscribeFailedForAnotherCallerRetries(t *testing.T) {
 		ctx := context.Background()
 		aErr := make(chan error, 1)
 		go func() {
-			_, err := l.Acquire(ctx, "x", time.Minute)
+			_, err := l.Acquire(ctx, "x", time.Minute, nil)
 			aErr <- err
 		}()
 		<-fs.entered
@@ -448,7 +448,7 @@ func TestSubscribeFailedForAnotherCallerRetries(t *testing.T) {
 		}
 		bDone := make(chan result, 1)
 		go func() {
-			r, err := l.Acquire(ctx, "x", time.Minute)
+			r, err := l.Acquire(ctx, "x", time.Minute, nil)
 			bDone <- result{r, err}
 		}()
 		synctest.Wait()
@@ -486,7 +486,7 @@ func TestKeepAliveStallHoldsOneChunk(t *testing.T) {
 	}
 	var leases []*lock.Lease
 	sb.stick(false)
-	for snap, err := range l.AcquireMany(ctx, ids, ttl) {
+	for snap, err := range l.AcquireMany(ctx, ids, ttl, nil) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -536,7 +536,7 @@ func TestKeepAliveStopsTickAfterFailedChunk(t *testing.T) {
 		for i := range ids {
 			ids[i] = string(rune('A' + i))
 		}
-		for _, err := range l.AcquireMany(context.Background(), ids, ttl) {
+		for _, err := range l.AcquireMany(context.Background(), ids, ttl, nil) {
 			if err != nil {
 				t.Fatal(err)
 			}

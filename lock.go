@@ -89,21 +89,22 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // Defaults of Options.
 const (
-	DefaultQueueTimeout  = 30 * time.Minute
-	DefaultBatchTick     = 50 * time.Millisecond
-	DefaultWaiterTimeout = 15 * time.Second
+	defaultQueueTimeout  = 30 * time.Minute
+	defaultBatchTick     = 50 * time.Millisecond
+	defaultWaiterTimeout = 15 * time.Second
 )
 
-// MinWaiterTimeout is the shortest WaiterTimeout New accepts, or 10 times
-// the backend's resolution if that is longer. Below it a waiter's
+// minWaiterTimeoutFloor is the shortest WaiterTimeout New accepts, or 10
+// times the backend's resolution if that is longer. Below it a waiter's
 // heartbeats (every WaiterTimeout/3) cannot keep its entry alive through
 // ordinary scheduling and network delays: it would be purged and re-queued
 // at the tail again and again.
-const MinWaiterTimeout = 100 * time.Millisecond
+const minWaiterTimeoutFloor = 100 * time.Millisecond
 
 // cleanupTimeout bounds the Leave or Release sent after a step whose
 // outcome is unknown (the caller's ctx may already be over).
@@ -111,7 +112,8 @@ const cleanupTimeout = 5 * time.Second
 
 // Options configures a Locker. A nil *Options, and every zero field, means
 // the default. New refuses a negative duration, and a WaiterTimeout below
-// MinWaiterTimeout, with an *ArgumentError naming the field.
+// 100 ms (or 10 times the backend's resolution, if longer), with an
+// *backend.ArgumentError naming the field.
 type Options struct {
 	// QueueTimeout is how long Acquire, AcquireMany and Do wait in the queue
 	// before giving up with Acquired == false. Default 30 minutes.
@@ -172,8 +174,8 @@ type Locker struct {
 
 // New returns a Locker over b; opts may be nil. It checks its input before
 // anything else: a nil b, a negative duration or a WaiterTimeout below
-// MinWaiterTimeout is an *ArgumentError (matching ErrInvalidArgument) that
-// names the field, and no Locker is made.
+// its minimum is an *backend.ArgumentError (matching ErrInvalidArgument)
+// that names the field, and no Locker is made.
 func New(b backend.Backend, opts *Options) (*Locker, error) {
 	if b == nil {
 		return nil, argErr("b", "nil backend")
@@ -182,13 +184,13 @@ func New(b backend.Backend, opts *Options) (*Locker, error) {
 	if opts != nil {
 		o = *opts
 	}
-	res := backend.ResolutionOf(b)
+	res := fallback.Resolution(b)
 	if err := o.check(res); err != nil {
 		return nil, err
 	}
-	o.QueueTimeout = cmp.Or(o.QueueTimeout, DefaultQueueTimeout)
-	o.BatchTick = cmp.Or(o.BatchTick, DefaultBatchTick)
-	o.WaiterTimeout = cmp.Or(o.WaiterTimeout, DefaultWaiterTimeout)
+	o.QueueTimeout = cmp.Or(o.QueueTimeout, defaultQueueTimeout)
+	o.BatchTick = cmp.Or(o.BatchTick, defaultBatchTick)
+	o.WaiterTimeout = cmp.Or(o.WaiterTimeout, defaultWaiterTimeout)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	wt := o.WaiterTimeout.Truncate(res)
 	obs, b := newObserver(o.Observer, b) // observer.go: b reports its steps
@@ -203,7 +205,7 @@ func New(b backend.Backend, opts *Options) (*Locker, error) {
 		waiterTTL:    wt,
 		heartbeat:    wt / 3,
 		resolution:   res,
-		handsOff:     backend.HandsOff(b),
+		handsOff:     fallback.HandsOff(b),
 		keepAll:      o.KeepAlive,
 		log:          o.Logger,
 		done:         make(chan struct{}),
@@ -216,7 +218,7 @@ func New(b backend.Backend, opts *Options) (*Locker, error) {
 // minWaiterTimeout is the shortest WaiterTimeout for a backend of
 // resolution res.
 func minWaiterTimeout(res time.Duration) time.Duration {
-	return max(MinWaiterTimeout, 10*res)
+	return max(minWaiterTimeoutFloor, 10*res)
 }
 
 // check validates o for a backend of resolution res.
@@ -230,7 +232,7 @@ func (o *Options) check(res time.Duration) error {
 		}
 	}
 	if m := minWaiterTimeout(res); o.WaiterTimeout != 0 && o.WaiterTimeout < m {
-		return argErr("opts.WaiterTimeout", fmt.Sprintf("%v is below the minimum %v (MinWaiterTimeout, or 10x the backend's resolution)", o.WaiterTimeout, m))
+		return argErr("opts.WaiterTimeout", fmt.Sprintf("%v is below the minimum %v (100 ms, or 10x the backend's resolution)", o.WaiterTimeout, m))
 	}
 	return nil
 }

@@ -79,12 +79,12 @@ func TestBackendErrorWrappedOnceAndCleanedUp(t *testing.T) {
 	f := &stepFake{acquire: func(backend.AcquireRequest) (backend.Grant, error) { return backend.Grant{}, clientErr }}
 	l := quietLocker(f, nil)
 	defer l.Close()
-	_, err := l.Acquire(context.Background(), "x", time.Second)
+	_, err := l.Acquire(context.Background(), "x", time.Second, nil)
 	if !errors.Is(err, ErrBackend) || !errors.Is(err, clientErr) {
 		t.Fatalf("err = %v; want it to match ErrBackend and the client error", err)
 	}
-	var be *BackendError
-	if !errors.As(err, &be) || be.Op != "acquire" || be.ID != "x" {
+	var be *backendError
+	if !errors.As(err, &be) || be.op != "acquire" || be.id != "x" {
 		t.Fatalf("err = %#v; want a *BackendError for acquire of x", err)
 	}
 	if got := f.callsCopy(); len(got) != 2 || got[0] != "acquire" || got[1] != "leave" {
@@ -128,7 +128,7 @@ func TestUncontendedCostsTwoSteps(t *testing.T) {
 	}}
 	l := quietLocker(f, nil)
 	defer l.Close()
-	res, err := l.Acquire(context.Background(), "x", time.Second)
+	res, err := l.Acquire(context.Background(), "x", time.Second, nil)
 	if err != nil || !res.Acquired || res.WasInUse {
 		t.Fatalf("Acquire = %+v, %v; want a grant with WasInUse false", res, err)
 	}
@@ -152,7 +152,7 @@ func TestValidUntilIsConservative(t *testing.T) {
 	l := quietLocker(f, nil)
 	defer l.Close()
 	before := time.Now()
-	res, err := l.Acquire(context.Background(), "x", time.Hour)
+	res, err := l.Acquire(context.Background(), "x", time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestTTLResolution(t *testing.T) {
 		t.Fatalf("checkTTL(1.5ms) = %v, %v; want 1ms", got, err)
 	}
 	_, err := l.checkTTL(500 * time.Microsecond)
-	var ae *ArgumentError
+	var ae *backend.ArgumentError
 	if !errors.As(err, &ae) || ae.Arg != "ttl" || !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("checkTTL(0.5ms) = %v; want an ArgumentError naming ttl", err)
 	}
@@ -210,7 +210,7 @@ func TestSubscriptionLingersBetweenWaits(t *testing.T) {
 	}
 	l := quietLocker(f, &Options{WaiterTimeout: time.Minute})
 	for i := 0; i < 2; i++ {
-		res, err := l.Acquire(context.Background(), "x", time.Second)
+		res, err := l.Acquire(context.Background(), "x", time.Second, nil)
 		if err != nil || !res.Acquired || !res.WasInUse {
 			t.Fatalf("wait %d: %+v, %v; want a grant after queueing", i, res, err)
 		}
@@ -230,8 +230,8 @@ func TestSubscriptionLingersBetweenWaits(t *testing.T) {
 // A replica shortfall is a backend failure that keeps its own identity:
 // it matches both ErrNotReplicated and ErrBackend.
 func TestWrapNotReplicated(t *testing.T) {
-	err := wrap("acquire", "x", fmt.Errorf("%w: 0 of 1 replicas", ErrNotReplicated))
-	if !errors.Is(err, ErrNotReplicated) || !errors.Is(err, ErrBackend) {
+	err := wrap("acquire", "x", fmt.Errorf("%w: 0 of 1 replicas", backend.ErrNotReplicated))
+	if !errors.Is(err, backend.ErrNotReplicated) || !errors.Is(err, ErrBackend) {
 		t.Fatalf("wrap = %v; want it to match ErrNotReplicated and ErrBackend", err)
 	}
 }

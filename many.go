@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // Snapshot is one element of the AcquireMany sequence.
@@ -16,9 +18,10 @@ type Snapshot struct {
 	// Acquired holds the leases granted since the previous snapshot, in the
 	// order of the ids passed in. They are the caller's to release.
 	Acquired []*Lease
-	// TimedOut holds the ids whose queue timeout passed; it is set only in
-	// the last snapshot. Those ids are no longer queued.
-	TimedOut []string
+	// NotAcquired holds the ids given up on: their queue timeout passed,
+	// or, with NoWait, they were held or had waiters. It is set only in the
+	// last snapshot. Those ids are not queued.
+	NotAcquired []string
 }
 
 // AcquireMany takes the locks on ids, each for ttl, and streams them as they
@@ -27,7 +30,7 @@ type Snapshot struct {
 // retried in one batched step. Each tick with something new yields a
 // Snapshot of the leases granted since the previous one; no snapshot is
 // empty. The sequence ends after the snapshot in which every id has been
-// acquired or has timed out (TimedOut, last snapshot only), or after one
+// acquired or given up on (NotAcquired, last snapshot only), or after one
 // error (ctx ended, backend failure, ErrClosed), which comes with an empty
 // Snapshot.
 //
@@ -40,10 +43,16 @@ type Snapshot struct {
 // they are shown (L5); a caller that keeps its leases while it waits for
 // others can deadlock with another doing the same, until the queue timeout.
 //
+// opts may be nil; they are those of Acquire, for every id: Token (one
+// token for every lease), QueueTimeout (for the whole call), KeepAlive and
+// ExtendEvery (per lease), and NoWait: one batched step takes the free ids,
+// and the one Snapshot lists the others in NotAcquired.
+//
 // ids must be non-empty, with no empty, over-long or duplicate id: a
-// duplicate is an *ArgumentError naming both positions, because one caller
-// cannot hold one id twice. Bad input is yielded as an error before any I/O.
-func (l *Locker) AcquireMany(ctx context.Context, ids []string, ttl time.Duration) iter.Seq2[Snapshot, error] {
+// duplicate is an *backend.ArgumentError naming both positions, because one
+// caller cannot hold one id twice. Bad input is yielded as an error before
+// any I/O.
+func (l *Locker) AcquireMany(ctx context.Context, ids []string, ttl time.Duration, opts *AcquireOptions) iter.Seq2[Snapshot, error] {
 	return func(yield func(Snapshot, error) bool) {
 		if err := checkCtx(ctx); err != nil {
 			yield(Snapshot{}, err)
@@ -58,13 +67,22 @@ func (l *Locker) AcquireMany(ctx context.Context, ids []string, ttl time.Duratio
 			yield(Snapshot{}, err)
 			return
 		}
+		var o AcquireOptions
+		if opts != nil {
+			o = *opts
+		}
+		every, err := o.check(ttl, l.keepAll)
+		if err != nil {
+			yield(Snapshot{}, err)
+			return
+		}
 		if err := l.begin(); err != nil {
 			yield(Snapshot{}, err)
 			return
 		}
 		defer l.end()
-		every, _ := (&AcquireOptions{}).check(ttl, l.keepAll) // ttl is valid, so is ExtendEvery 0
-		m := &many{l: l, ttl: ttl, every: every, start: time.Now()}
+		m := &many{l: l, ttl: ttl, every: every, start: time.Now(), token: o.Token,
+			noWait: o.NoWait, queueTimeout: cmp.Or(o.QueueTimeout, l.queueTimeout)}
 		m.run(ctx, ids, yield)
 	}
 }
@@ -101,6 +119,10 @@ type many struct {
 	ttl   time.Duration
 	every time.Duration // keep-alive period of the leases; 0 = not kept alive
 	start time.Time
+	token string // the caller's token for every id, or "" for a new one per id
+	// noWait ends the call after round 1; queueTimeout bounds the rest.
+	noWait       bool
+	queueTimeout time.Duration
 
 	mu      sync.Mutex
 	items   []*manyItem
@@ -113,7 +135,11 @@ func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error
 	m.items = make([]*manyItem, len(ids))
 	for i, id := range ids {
 		it := &manyItem{idx: i, pending: true}
-		it.w = &waiter{id: id, token: newToken(), wake: func() {
+		tok := m.token
+		if tok == "" {
+			tok = newToken()
+		}
+		it.w = &waiter{id: id, token: tok, wake: func() {
 			m.mu.Lock()
 			it.dirty = true
 			m.mu.Unlock()
@@ -130,8 +156,21 @@ func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error
 	// Round 1: a plain batched try of every id. If it never reached the
 	// store, nothing is there to clean up.
 	if err := m.step(ctx, m.items, false); err != nil {
-		m.unsent = backend.Unsent(err)
+		m.unsent = fallback.Unsent(err)
 		yield(Snapshot{}, err)
+		return
+	}
+	if m.noWait {
+		s := Snapshot{Acquired: m.granted}
+		for _, it := range m.pendingItems(nil, false) {
+			s.NotAcquired = append(s.NotAcquired, it.w.id)
+			it.pending = false
+		}
+		m.granted = nil
+		shown = true
+		if len(s.Acquired) > 0 || len(s.NotAcquired) > 0 {
+			yield(s, nil)
+		}
 		return
 	}
 	// Round 2: subscribe for the rest, then queue them in one batch.
@@ -149,7 +188,7 @@ func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error
 		}
 	}
 
-	queueTimer := time.NewTimer(l.queueTimeout - time.Since(m.start))
+	queueTimer := time.NewTimer(m.queueTimeout - time.Since(m.start))
 	defer queueTimer.Stop()
 	ticker := time.NewTicker(l.tick)
 	defer ticker.Stop()
@@ -178,7 +217,7 @@ func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error
 			for _, it := range m.pendingItems(nil, false) {
 				timedOut = append(timedOut, it.w.id)
 			}
-			s := Snapshot{Acquired: m.granted, TimedOut: timedOut}
+			s := Snapshot{Acquired: m.granted, NotAcquired: timedOut}
 			m.granted = nil
 			m.abandon(ctx)
 			shown = true
@@ -226,7 +265,7 @@ func (m *many) step(ctx context.Context, items []*manyItem, wait bool) error {
 	}
 	m.mu.Unlock()
 	sent := time.Now()
-	res, err := backend.AcquireBatch(ctx, l.b, reqs)
+	res, err := fallback.AcquireBatch(ctx, l.b, reqs)
 	if err == nil && len(res) != len(reqs) {
 		err = fmt.Errorf("backend returned %d results for %d requests", len(res), len(reqs))
 	}
@@ -286,7 +325,7 @@ func (m *many) abandon(ctx context.Context) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := backend.LeaveBatch(cctx, l.b, ws); err != nil && !errors.Is(err, backend.ErrNotHeld) {
+	if err := fallback.LeaveBatch(cctx, l.b, ws); err != nil && !errors.Is(err, backend.ErrNotHeld) {
 		l.log.Warn("lock: AcquireMany cleanup failed; entries and unseen leases expire on their own",
 			"ids", len(ws), "err", err)
 	}

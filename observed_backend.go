@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // observedBackend wraps a Locker's backend when it has an Observer: every
@@ -81,7 +82,7 @@ func (o *observedBackend) Close() error { return o.b.Close() }
 func (o *observedBackend) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
 	bb, ok := o.b.(backend.Batcher)
 	if !ok {
-		return backend.AcquireBatch(ctx, struct{ backend.Lock }{o}, reqs) // hides o's own Batcher
+		return fallback.AcquireEach(ctx, o, reqs)
 	}
 	start := time.Now()
 	r, err := bb.AcquireBatch(ctx, reqs)
@@ -93,7 +94,7 @@ func (o *observedBackend) AcquireBatch(ctx context.Context, reqs []backend.Acqui
 func (o *observedBackend) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
 	bb, ok := o.b.(backend.Batcher)
 	if !ok {
-		return backend.LeaveBatch(ctx, struct{ backend.Queue }{o}, waiters)
+		return fallback.LeaveEach(ctx, o, waiters)
 	}
 	start := time.Now()
 	err := bb.LeaveBatch(ctx, waiters)
@@ -101,7 +102,7 @@ func (o *observedBackend) LeaveBatch(ctx context.Context, waiters []backend.Wait
 	return err
 }
 
-func (o *observedBackend) Resolution() time.Duration { return backend.ResolutionOf(o.b) }
+func (o *observedBackend) Resolution() time.Duration { return fallback.Resolution(o.b) }
 
 // Inspect runs the inner Inspector, or returns ErrUnsupported.
 func (o *observedBackend) Inspect(ctx context.Context, id string, maxWaiters int) (backend.Inspection, error) {
@@ -109,7 +110,7 @@ func (o *observedBackend) Inspect(ctx context.Context, id string, maxWaiters int
 		return backend.Inspection{ID: id}, backend.ErrUnsupported
 	}
 	start := time.Now()
-	in, err := backend.Inspect(ctx, o.b, id, maxWaiters)
+	in, err := fallback.Inspect(ctx, o.b, id, maxWaiters)
 	o.step("inspect", id, start, err)
 	return in, err
 }
@@ -118,13 +119,13 @@ func (o *observedBackend) Inspect(ctx context.Context, id string, maxWaiters int
 // Extend per request, each reported as a step of its own).
 func (o *observedBackend) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) ([]error, error) {
 	if _, ok := o.b.(backend.ExtendBatcher); !ok {
-		return backend.ExtendBatch(ctx, struct{ backend.Lock }{o}, reqs) // hides o's own ExtendBatcher
+		return fallback.ExtendEach(ctx, o, reqs)
 	}
 	start := time.Now()
-	r, err := backend.ExtendBatch(ctx, o.b, reqs)
+	r, err := fallback.ExtendBatch(ctx, o.b, reqs)
 	o.step("extend_batch", "", start, err)
 	return r, err
 }
 
 // HandsOff reports whether the inner backend hands off.
-func (o *observedBackend) HandsOff() bool { return backend.HandsOff(o.b) }
+func (o *observedBackend) HandsOff() bool { return fallback.HandsOff(o.b) }

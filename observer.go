@@ -21,19 +21,13 @@ type Observer interface {
 	Observe(Event)
 }
 
-// ObserverFunc adapts a function to an Observer.
-type ObserverFunc func(Event)
-
-// Observe calls f(e).
-func (f ObserverFunc) Observe(e Event) { f(e) }
-
 // EventKind says what an Event reports, and so which of its fields are set.
 type EventKind uint8
 
 // The kinds of Event. Each lists the Event fields it sets besides Kind and
 // ID.
 const (
-	// EventAcquire: an Acquire, TryAcquire, AcquireWith or Do's acquire
+	// EventAcquire: an Acquire (TryAcquire included) or Do's acquire
 	// ended (after the input was found valid). Outcome; Duration is the
 	// time the call took (the wait, for a waiter); Start is when it
 	// began; Fence when granted; Err when it failed; Context is the

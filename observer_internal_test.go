@@ -37,7 +37,7 @@ func TestNoObserverNoWrapper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := New(b2, &Options{Observer: ObserverFunc(func(Event) {})})
+	o, err := New(b2, &Options{Observer: observerFunc(func(Event) {})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,3 +46,8 @@ func TestNoObserverNoWrapper(t *testing.T) {
 		t.Fatalf("with an Observer: backend %T, want *observedBackend", o.b)
 	}
 }
+
+// observerFunc adapts a function to an Observer.
+type observerFunc func(Event)
+
+func (f observerFunc) Observe(e Event) { f(e) }

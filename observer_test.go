@@ -12,6 +12,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
@@ -92,7 +93,7 @@ func TestObserverAcquireOutcomes(t *testing.T) {
 	ctx := context.Background()
 
 	// Granted at once.
-	res, err := l.Acquire(ctx, "a", time.Minute)
+	res, err := l.Acquire(ctx, "a", time.Minute, nil)
 	if err != nil || !res.Acquired {
 		t.Fatal(res, err)
 	}
@@ -111,7 +112,7 @@ func TestObserverAcquireOutcomes(t *testing.T) {
 	rec.await(t, "busy", lock.EventAcquire, func(e lock.Event) bool { return e.Outcome == lock.OutcomeBusy })
 
 	// Queue timeout.
-	if res, err := l.AcquireWith(ctx, "a", time.Minute, &lock.AcquireOptions{QueueTimeout: 30 * time.Millisecond}); err != nil || res.Acquired {
+	if res, err := l.Acquire(ctx, "a", time.Minute, &lock.AcquireOptions{QueueTimeout: 30 * time.Millisecond}); err != nil || res.Acquired {
 		t.Fatal(res, err)
 	}
 	rec.await(t, "queue timeout", lock.EventAcquire, func(e lock.Event) bool { return e.Outcome == lock.OutcomeQueueTimeout })
@@ -119,7 +120,7 @@ func TestObserverAcquireOutcomes(t *testing.T) {
 	// Cancelled while queued.
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { _, err := l.Acquire(cctx, "a", time.Minute); done <- err }()
+	go func() { _, err := l.Acquire(cctx, "a", time.Minute, nil); done <- err }()
 	rec.await(t, "queued", lock.EventWaiters, func(e lock.Event) bool { return e.Delta == 1 && e.Waiters == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -132,12 +133,12 @@ func TestObserverAcquireOutcomes(t *testing.T) {
 	rec.await(t, "left", lock.EventWaiters, func(e lock.Event) bool { return e.Delta == -1 && e.Waiters == 0 })
 
 	// Granted after a wait, with a hand-off: another process holds b.
-	held, err := other.Acquire(ctx, "b", time.Minute)
+	held, err := other.Acquire(ctx, "b", time.Minute, nil)
 	if err != nil || !held.Acquired {
 		t.Fatal(held, err)
 	}
 	got := make(chan lock.Result, 1)
-	go func() { r, _ := l.Acquire(ctx, "b", time.Minute); got <- r }()
+	go func() { r, _ := l.Acquire(ctx, "b", time.Minute, nil); got <- r }()
 	rec.await(t, "b queued", lock.EventWaiters, func(e lock.Event) bool { return e.ID == "b" && e.Delta == 1 })
 	// The waiter must be in the store's queue before the release, or its
 	// first step takes the free lock with no wake-up (no hand-off).
@@ -224,7 +225,7 @@ func (f *failing) Extend(ctx context.Context, id, token string, ttl time.Duratio
 // kept-alive leases of Do fail as Extend does (the embedded memory
 // backend's ExtendBatch would bypass it).
 func (f *failing) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) ([]error, error) {
-	return backend.ExtendBatch(ctx, struct{ backend.Lock }{f}, reqs)
+	return fallback.ExtendEach(ctx, f, reqs)
 }
 
 func TestObserverErrorsExtendsAndLostLeases(t *testing.T) {
@@ -251,7 +252,7 @@ func TestObserverErrorsExtendsAndLostLeases(t *testing.T) {
 	fb.set(nil, nil)
 
 	// Extends: one that works, one after the store expired the lease.
-	res, err := l.Acquire(ctx, "x", time.Minute)
+	res, err := l.Acquire(ctx, "x", time.Minute, nil)
 	if err != nil || !res.Acquired {
 		t.Fatal(res, err)
 	}
@@ -320,7 +321,7 @@ func TestObserverBatchesAndInspect(t *testing.T) {
 			l, rec := newObserved(t, tc.b, lock.Options{BatchTick: time.Millisecond})
 			ids := []string{"m1", "m2", "m3"}
 			n := 0
-			for snap, err := range l.AcquireMany(ctx, ids, time.Minute) {
+			for snap, err := range l.AcquireMany(ctx, ids, time.Minute, nil) {
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -352,7 +353,7 @@ func TestObserverBatchesAndInspect(t *testing.T) {
 
 func TestObserverFuncAndNames(t *testing.T) {
 	var got []string
-	var f lock.Observer = lock.ObserverFunc(func(e lock.Event) { got = append(got, fmt.Sprint(e.Kind, "/", e.Outcome)) })
+	var f lock.Observer = observerFunc(func(e lock.Event) { got = append(got, fmt.Sprint(e.Kind, "/", e.Outcome)) })
 	f.Observe(lock.Event{Kind: lock.EventAcquire, Outcome: lock.OutcomeGrantedAfterWait})
 	f.Observe(lock.Event{Kind: lock.EventLeaseLost})
 	want := []string{"acquire/granted_after_wait", "lease_lost/unknown"}
@@ -363,3 +364,8 @@ func TestObserverFuncAndNames(t *testing.T) {
 		t.Fatal("StepFailed misclassifies")
 	}
 }
+
+// observerFunc adapts a function to a lock.Observer.
+type observerFunc func(lock.Event)
+
+func (f observerFunc) Observe(e lock.Event) { f(e) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // ctxFake is a stepFake whose Acquire sees the step's context.
@@ -41,8 +42,8 @@ func TestUnsentStepSkipsCleanup(t *testing.T) {
 	}}
 	l := quietLocker(f, nil)
 	defer l.Close()
-	_, err := l.Acquire(context.Background(), "x", time.Second)
-	if !errors.Is(err, ErrBackend) || !errors.Is(err, refused) || !backend.Unsent(err) {
+	_, err := l.Acquire(context.Background(), "x", time.Second, nil)
+	if !errors.Is(err, ErrBackend) || !errors.Is(err, refused) || !fallback.Unsent(err) {
 		t.Fatalf("err = %v; want it to match ErrBackend and the client error, and to stay unsent", err)
 	}
 	if got := f.callsCopy(); len(got) != 1 || got[0] != "acquire" {
@@ -59,12 +60,12 @@ func TestUnsentAcquireManySkipsCleanup(t *testing.T) {
 	l := quietLocker(f, nil)
 	defer l.Close()
 	var err error
-	for _, e := range l.AcquireMany(context.Background(), []string{"a", "b"}, time.Second) {
+	for _, e := range l.AcquireMany(context.Background(), []string{"a", "b"}, time.Second, nil) {
 		if e != nil {
 			err = e
 		}
 	}
-	if !backend.Unsent(err) {
+	if !fallback.Unsent(err) {
 		t.Fatalf("err = %v; want the unsent step's error", err)
 	}
 	if got := f.callsCopy(); countOf(got, "leave") != 0 {
@@ -80,7 +81,7 @@ func failingAcquire(t *testing.T, f backend.Backend, waiterTimeout time.Duration
 	defer l.Close()
 	done := make(chan error, 1)
 	go func() {
-		_, err := l.Acquire(context.Background(), "x", time.Second)
+		_, err := l.Acquire(context.Background(), "x", time.Second, nil)
 		done <- err
 	}()
 	select {

@@ -30,16 +30,16 @@ func TestExampleSynctest(t *testing.T) {
 
 		// A lease expires: Lost fires at ValidUntil, 10 s later.
 		start := time.Now()
-		res, _ := a.Acquire(ctx, "job", 10*time.Second)
+		res, _ := a.Acquire(ctx, "job", 10*time.Second, nil)
 		<-res.Lease.Lost()
 		if d := time.Since(start); d != 10*time.Second {
 			t.Errorf("Lost fired after %v; want 10s", d)
 		}
 
 		// A queue timeout: b gives up after its QueueTimeout, 5 s.
-		res, _ = a.Acquire(ctx, "job", time.Minute)
+		res, _ = a.Acquire(ctx, "job", time.Minute, nil)
 		start = time.Now()
-		late, err := b.Acquire(ctx, "job", time.Minute)
+		late, err := b.Acquire(ctx, "job", time.Minute, nil)
 		if late.Acquired || err != nil || time.Since(start) != 5*time.Second {
 			t.Errorf("queued Acquire = (%v, %v) after %v; want not acquired after 5s", late.Acquired, err, time.Since(start))
 		}
@@ -50,7 +50,7 @@ func TestExampleSynctest(t *testing.T) {
 			_ = res.Lease.Release(ctx)
 		}()
 		start = time.Now()
-		next, err := b.Acquire(ctx, "job", time.Minute)
+		next, err := b.Acquire(ctx, "job", time.Minute, nil)
 		if !next.Acquired || err != nil || time.Since(start) != 2*time.Second {
 			t.Errorf("hand-off = (%v, %v) after %v; want granted after 2s", next.Acquired, err, time.Since(start))
 		}

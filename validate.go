@@ -10,12 +10,6 @@ import (
 	"github.com/redislocker/lock/backend"
 )
 
-// MaxIDLength is the longest id, in bytes, that a Locker accepts.
-const MaxIDLength = backend.MaxIDLength
-
-// MaxTokenLength is the longest caller-supplied token, in bytes.
-const MaxTokenLength = backend.MaxTokenLength
-
 func checkCtx(ctx context.Context) error {
 	if ctx == nil {
 		return argErr("ctx", "nil context")
@@ -27,8 +21,8 @@ func checkID(arg, id string) error {
 	switch {
 	case id == "":
 		return argErr(arg, "empty id")
-	case len(id) > MaxIDLength:
-		return argErr(arg, fmt.Sprintf("id is %d bytes, more than MaxIDLength (%d)", len(id), MaxIDLength))
+	case len(id) > backend.MaxIDLength:
+		return argErr(arg, fmt.Sprintf("id is %d bytes, more than backend.MaxIDLength (%d)", len(id), backend.MaxIDLength))
 	}
 	return nil
 }
@@ -46,8 +40,8 @@ func (l *Locker) checkTTL(ttl time.Duration) (time.Duration, error) {
 }
 
 func checkToken(tok string) error {
-	if len(tok) > MaxTokenLength {
-		return argErr("opts.Token", fmt.Sprintf("token is %d bytes, more than MaxTokenLength (%d)", len(tok), MaxTokenLength))
+	if len(tok) > backend.MaxTokenLength {
+		return argErr("opts.Token", fmt.Sprintf("token is %d bytes, more than backend.MaxTokenLength (%d)", len(tok), backend.MaxTokenLength))
 	}
 	return nil
 }

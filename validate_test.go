@@ -35,16 +35,16 @@ func TestNewValidatesOptions(t *testing.T) {
 		{mb, &lock.Options{BatchTick: -time.Millisecond}, "opts.BatchTick"},
 		{mb, &lock.Options{WaiterTimeout: -time.Second}, "opts.WaiterTimeout"},
 		{mb, &lock.Options{WaiterTimeout: time.Millisecond}, "opts.WaiterTimeout"},
-		{mb, &lock.Options{WaiterTimeout: lock.MinWaiterTimeout - 1}, "opts.WaiterTimeout"},
+		{mb, &lock.Options{WaiterTimeout: (100 * time.Millisecond) - 1}, "opts.WaiterTimeout"},
 		{coarse{mb}, &lock.Options{WaiterTimeout: 5 * time.Second}, "opts.WaiterTimeout"},
 	} {
 		l, err := lock.New(c.b, c.o)
-		var ae *lock.ArgumentError
+		var ae *backend.ArgumentError
 		if l != nil || !errors.Is(err, lock.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Arg != c.field {
 			t.Errorf("New(%v, %+v) = (%v, %v); want no Locker and an *ArgumentError naming %s", c.b, c.o, l, err, c.field)
 		}
 	}
-	for _, o := range []*lock.Options{nil, {}, {WaiterTimeout: lock.MinWaiterTimeout}} {
+	for _, o := range []*lock.Options{nil, {}, {WaiterTimeout: (100 * time.Millisecond)}} {
 		l, err := lock.New(mb, o)
 		if err != nil {
 			t.Errorf("New(%+v) = %v; want a Locker", o, err)
@@ -67,10 +67,10 @@ func TestAcquireOptionsValidated(t *testing.T) {
 		{lock.AcquireOptions{QueueTimeout: -1}, "opts.QueueTimeout"},
 		{lock.AcquireOptions{ExtendEvery: -1, KeepAlive: true}, "opts.ExtendEvery"},
 		{lock.AcquireOptions{ExtendEvery: time.Second, KeepAlive: true}, "opts.ExtendEvery"},
-		{lock.AcquireOptions{Token: strings.Repeat("t", lock.MaxTokenLength+1)}, "opts.Token"},
+		{lock.AcquireOptions{Token: strings.Repeat("t", backend.MaxTokenLength+1)}, "opts.Token"},
 	} {
-		_, err := l.AcquireWith(ctx, "x", time.Second, &c.o)
-		var ae *lock.ArgumentError
+		_, err := l.Acquire(ctx, "x", time.Second, &c.o)
+		var ae *backend.ArgumentError
 		if !errors.As(err, &ae) || ae.Arg != c.field {
 			t.Errorf("AcquireWith(%+v) = %v; want an *ArgumentError naming %s", c.o, err, c.field)
 		}

@@ -12,19 +12,10 @@ const (
 	MaxTokenLength = 128
 )
 
-// Backend is what lock.New takes: the three step interfaces and Close.
+// Backend is what lock.New takes: the steps of a lock with a fair queue,
+// and the delivery of wake-ups. See the package doc for each step's
+// contract.
 type Backend interface {
-	Lock
-	Queue
-	Notifier
-	// Close releases the backend's own resources (subscriptions, goroutines).
-	// It does not close a client the caller passed in. Later calls return
-	// ErrClosed.
-	Close() error
-}
-
-// Lock holds the lease steps. See the package doc for each step's contract.
-type Lock interface {
 	// Acquire is the fair try-acquire, with optional enqueue, in one atomic
 	// step (checklist items 1, 2 and 7).
 	Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
@@ -34,10 +25,6 @@ type Lock interface {
 	// Extend sets the lock's expiry to now+ttl if token holds it; otherwise
 	// ErrNotHeld. It never re-creates an expired lock and keeps the fence.
 	Extend(ctx context.Context, id, token string, ttl time.Duration) error
-}
-
-// Queue holds the waiter steps that are not part of Acquire.
-type Queue interface {
 	// Leave removes token's queue entry and releases the lock if token holds
 	// it; it wakes the new head if the lock is then free. Idempotent.
 	Leave(ctx context.Context, id, token string) error
@@ -45,15 +32,15 @@ type Queue interface {
 	// queued to now+waiterTTL, purges expired waiters of their ids, and
 	// reports one result per waiter, in order.
 	Heartbeat(ctx context.Context, waiters []Waiter, waiterTTL time.Duration) ([]HeartbeatResult, error)
-}
-
-// Notifier delivers wake-ups.
-type Notifier interface {
 	// Subscribe arranges for fn to be called with the wake-ups of id until
 	// the returned cancel function is called. It returns only once wake-ups
 	// can be delivered. fn never blocks and may be called from any
 	// goroutine; it may still be called briefly after cancel.
 	Subscribe(ctx context.Context, id string, fn func(Wake)) (cancel func(), err error)
+	// Close releases the backend's own resources (subscriptions, goroutines).
+	// It does not close a client the caller passed in. Later calls return
+	// ErrClosed.
+	Close() error
 }
 
 // AcquireRequest is the input of one Acquire step.

@@ -9,20 +9,19 @@
 //
 // # Interfaces
 //
-// A backend implements [Backend], which is [Lock] (fair try-acquire with
-// enqueue, release, extend), [Queue] (leave, heartbeat) and [Notifier]
-// (wake-ups), plus Close. Optional capabilities are separate interfaces found
-// by type assertion, each with the core's fallback beside it:
+// A backend implements [Backend]: fair try-acquire with enqueue, release,
+// extend, leave, heartbeat, wake-ups (Subscribe) and Close. Optional
+// capabilities are separate interfaces found by type assertion; the core
+// runs a fallback for each one a backend lacks:
 //
 //   - [Batcher]: many acquire or leave steps in one round trip
-//     (fallbacks: [AcquireBatch], [LeaveBatch], which loop);
+//     (fallback: one step at a time);
 //   - [ExtendBatcher]: many extend steps in one round trip, for the
-//     Locker's keep-alive (fallback: [ExtendBatch], up to 16 Extend calls
-//     at a time);
+//     Locker's keep-alive (fallback: up to 16 Extend calls at a time);
 //   - [Resolver]: the smallest TTL the store can express
-//     (fallback: [ResolutionOf] returns one millisecond);
+//     (fallback: one millisecond);
 //   - [Inspector]: a read-only view of one id for operators
-//     (fallback: [Inspect] returns ErrUnsupported);
+//     (fallback: the core's Inspect returns ErrUnsupported);
 //   - [HandOffer]: direct hand-off, a step that frees the lock grants it to
 //     the head and the wake-up carries the grant (checklist item 14;
 //     fallback: the head is woken and takes the lock with its own step).
@@ -98,7 +97,7 @@
 //  7. Wake the head: every step that frees the lock while waiters are
 //     queued, or removes the head while the lock is free, or finds the lock
 //     free with a queued head (Heartbeat), wakes that head through the
-//     Notifier with Wake{ID, Token: headToken}. Removing the head includes
+//     Subscribe with Wake{ID, Token: headToken}. Removing the head includes
 //     its Leave and the purge of a dead head by any step (an Acquire of
 //     another client, a Heartbeat). Only the head is named; other waiters
 //     are not woken. A wake-up should reach only the process whose waiter
@@ -138,7 +137,8 @@
 //     already dead; nothing a live client can observe changes.
 //  9. Errors: return ErrNotHeld and ErrQueueFull as themselves (wrapping
 //     is allowed); return store or client failures as they are, the core
-//     wraps them once in a *BackendError. Honour ctx: a cancelled ctx
+//     wraps them once in an error that matches ErrBackend and the
+//     client's error. Honour ctx: a cancelled ctx
 //     ends the call, and the outcome may then be unknown (the core cleans up
 //     by token with Leave). That cleanup may reach the store before the
 //     cancelled step does (another connection, a resent command): the

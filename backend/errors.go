@@ -6,10 +6,11 @@ import (
 )
 
 // Sentinel errors a backend returns or the core matches. The lock package
-// re-exports each of them under the same name (lock.ErrNotHeld ==
-// backend.ErrNotHeld), so callers match them with errors.Is whichever
-// package they import. The errors only the core returns (lock.ErrNotAcquired,
-// lock.ErrLeaseLost) are defined in package lock.
+// re-exports the ones any Locker call may return (ErrNotHeld, ErrClosed,
+// ErrQueueFull, ErrInvalidArgument, ErrBackend, ErrUnsupported) under the
+// same name and value (lock.ErrNotHeld == backend.ErrNotHeld); the errors
+// only the core returns (lock.ErrNotAcquired, lock.ErrLeaseLost) are
+// defined in package lock.
 var (
 	// ErrNotHeld is returned by Release, Extend and their backend steps when
 	// the token does not hold the lock: it was never granted, it expired, or
@@ -26,15 +27,17 @@ var (
 	// ErrNotReplicated is returned by a grant or an extension that fewer
 	// replicas acknowledged than the backend was told to wait for (the
 	// Redis adapters' WaitReplicas option). A grant is released again
-	// before it is returned. The core wraps it in a *BackendError, so it
+	// before it is returned. The core wraps it as a backend error, so it
 	// matches ErrBackend too.
 	ErrNotReplicated = errors.New("lock: not acknowledged by enough replicas")
 
 	// ErrInvalidArgument is matched by every *ArgumentError.
 	ErrInvalidArgument = errors.New("lock: invalid argument")
 
-	// ErrBackend is matched by every *BackendError: the store or the client
-	// failed, and the outcome of the step may be unknown.
+	// ErrBackend is matched by every error of the store or its client
+	// that a Locker call returns (the core wraps each once, so that both
+	// ErrBackend and the client's own error match): the outcome of the step
+	// may be unknown.
 	ErrBackend = errors.New("lock: backend error")
 )
 
@@ -50,28 +53,6 @@ func (e *ArgumentError) Error() string {
 
 // Is reports whether target is ErrInvalidArgument.
 func (e *ArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
-
-// BackendError wraps an error of the store or its client once, so that both
-// ErrBackend and the client's own error match with errors.Is / errors.As.
-// Backends may return client errors unwrapped; the lock package wraps them.
-type BackendError struct {
-	Op  string // the step: "acquire", "release", "extend", "leave", "heartbeat", "subscribe"
-	ID  string // the lock id, if the step had one
-	Err error  // the client's error
-}
-
-func (e *BackendError) Error() string {
-	if e.ID == "" {
-		return fmt.Sprintf("lock: backend %s: %v", e.Op, e.Err)
-	}
-	return fmt.Sprintf("lock: backend %s %q: %v", e.Op, e.ID, e.Err)
-}
-
-// Unwrap returns the client's error.
-func (e *BackendError) Unwrap() error { return e.Err }
-
-// Is reports whether target is ErrBackend.
-func (e *BackendError) Is(target error) bool { return target == ErrBackend }
 
 // Kind is what a failed step's error says about the step's outcome. A
 // backend classifies its client's errors with [WithKind]; the core decides
@@ -159,7 +140,3 @@ func KindOf(err error) Kind {
 	}
 	return KindUnknown
 }
-
-// Unsent reports whether err says that its step never reached the store,
-// so that nothing needs to be cleaned up after it.
-func Unsent(err error) bool { return err != nil && KindOf(err) == KindUnsent }

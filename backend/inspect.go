@@ -25,7 +25,7 @@ const MaxInspectWaiters = 100
 // lists none. QueueLen counts every live waiter whatever the bound.
 // A waiter is live while its deadline is after the store's now.
 //
-// The fallback, [Inspect], returns ErrUnsupported.
+// Without it, the core's Inspect returns ErrUnsupported.
 type Inspector interface {
 	Inspect(ctx context.Context, id string, maxWaiters int) (Inspection, error)
 }
@@ -66,8 +66,8 @@ type WaiterInfo struct {
 	Deadline time.Duration
 }
 
-// FingerprintLength is the length of a [Fingerprint].
-const FingerprintLength = 8
+// fingerprintLength is the length of a Fingerprint.
+const fingerprintLength = 8
 
 // Fingerprint returns a short, stable fingerprint of a token: the first 8
 // lowercase hex digits of its SHA-1. It tells tokens apart in logs and
@@ -76,14 +76,5 @@ const FingerprintLength = 8
 // the server with redis.sha1hex, so the token never leaves Redis.
 func Fingerprint(token string) string {
 	sum := sha1.Sum([]byte(token))
-	return hex.EncodeToString(sum[:])[:FingerprintLength]
-}
-
-// Inspect runs b's Inspector, or returns ErrUnsupported when b is not one.
-func Inspect(ctx context.Context, b any, id string, maxWaiters int) (Inspection, error) {
-	in, ok := b.(Inspector)
-	if !ok {
-		return Inspection{ID: id}, ErrUnsupported
-	}
-	return in.Inspect(ctx, id, maxWaiters)
+	return hex.EncodeToString(sum[:])[:fingerprintLength]
 }

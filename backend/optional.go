@@ -2,9 +2,6 @@ package backend
 
 import (
 	"context"
-	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -23,60 +20,12 @@ type BatchGrant struct {
 	Err error
 }
 
-// AcquireBatch runs reqs through b's Batcher when it has one, and otherwise
-// one Acquire at a time. A failure of one Acquire in the fallback ends the
-// call with that error; the steps before it have taken effect.
-func AcquireBatch(ctx context.Context, b Lock, reqs []AcquireRequest) ([]BatchGrant, error) {
-	if bb, ok := b.(Batcher); ok {
-		return bb.AcquireBatch(ctx, reqs)
-	}
-	out := make([]BatchGrant, len(reqs))
-	for i, r := range reqs {
-		g, err := b.Acquire(ctx, r)
-		if err != nil && !isPerRequest(err) {
-			return out[:i], err
-		}
-		out[i] = BatchGrant{Grant: g, Err: err}
-	}
-	return out, nil
-}
-
-// LeaveBatch runs Leave for every waiter, in one round trip when b is a
-// Batcher. The fallback goes on after an error and returns the first one.
-func LeaveBatch(ctx context.Context, b Queue, waiters []Waiter) error {
-	if bb, ok := b.(Batcher); ok {
-		return bb.LeaveBatch(ctx, waiters)
-	}
-	var first error
-	for _, w := range waiters {
-		if err := b.Leave(ctx, w.ID, w.Token); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-func isPerRequest(err error) bool {
-	return errors.Is(err, ErrQueueFull)
-}
-
 // Resolver is an optional capability: the smallest TTL step the store can
 // express. The core rejects a ttl below it and truncates every ttl to a
 // multiple of it, so that the validity it reports is never longer than the
 // store's.
 type Resolver interface {
 	Resolution() time.Duration
-}
-
-// ResolutionOf returns b's resolution, or one millisecond when b is not a
-// Resolver.
-func ResolutionOf(b any) time.Duration {
-	if r, ok := b.(Resolver); ok {
-		if d := r.Resolution(); d > 0 {
-			return d
-		}
-	}
-	return time.Millisecond
 }
 
 // ExtendBatcher is an optional capability: many Extend steps in one round
@@ -98,40 +47,6 @@ type ExtendRequest struct {
 	TTL time.Duration
 }
 
-// extendFallbackWorkers is how many Extend calls the ExtendBatch fallback
-// runs at once: a pooled or pipelining client then serves a large batch in
-// a few round trips' time instead of one per lease.
-const extendFallbackWorkers = 16
-
-// ExtendBatch runs reqs through b's ExtendBatcher when it has one.
-// Otherwise it runs one Extend per request, up to 16 at a time, in the
-// order of reqs; a request not started when ctx ends gets ctx's error. Its
-// returned error is always nil then: every failure is per request.
-func ExtendBatch(ctx context.Context, b Lock, reqs []ExtendRequest) ([]error, error) {
-	if bb, ok := b.(ExtendBatcher); ok {
-		return bb.ExtendBatch(ctx, reqs)
-	}
-	out := make([]error, len(reqs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(extendFallbackWorkers, len(reqs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < len(reqs); i = int(next.Add(1) - 1) {
-				if err := ctx.Err(); err != nil {
-					out[i] = err
-					continue
-				}
-				r := reqs[i]
-				out[i] = b.Extend(ctx, r.ID, r.Token, r.TTL)
-			}
-		}()
-	}
-	wg.Wait()
-	return out, nil
-}
-
 // HandOffer is an optional capability: direct hand-off. When HandsOff
 // reports true, every step that finds the lock free with a live head
 // queued (a release, the head's leave, a purge, a heartbeat, another
@@ -150,10 +65,4 @@ func ExtendBatch(ctx context.Context, b Lock, reqs []ExtendRequest) ([]error, er
 // token holding the lock and reports the lease (a retried grant).
 type HandOffer interface {
 	HandsOff() bool
-}
-
-// HandsOff reports whether b is a HandOffer that hands off.
-func HandsOff(b any) bool {
-	h, ok := b.(HandOffer)
-	return ok && h.HandsOff()
 }

@@ -133,7 +133,7 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 	acquireAll := func(t *testing.T, l *lock.Locker) {
 		t.Helper()
 		var leases []*lock.Lease
-		for snap, err := range l.AcquireMany(ctx, ids, time.Minute) {
+		for snap, err := range l.AcquireMany(ctx, ids, time.Minute, nil) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +188,7 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 		defer l2.Close()
 		before := e.evalshaCalls()
 		var leases []*lock.Lease
-		for snap, err := range l2.AcquireMany(ctx, ids, time.Minute) {
+		for snap, err := range l2.AcquireMany(ctx, ids, time.Minute, nil) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +232,7 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 		cnt.mu.Unlock()
 		before := e.evalshaCalls()
 		var leases []*lock.Lease
-		for snap, err := range l.AcquireMany(ctx, ids, time.Minute) { // released above
+		for snap, err := range l.AcquireMany(ctx, ids, time.Minute, nil) { // released above
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -369,7 +369,7 @@ func BenchmarkAcquireMany(b *testing.B) {
 						ids[i] = fmt.Sprint("many-", round, "-", i)
 					}
 					var leases []*lock.Lease
-					for snap, err := range l.AcquireMany(ctx, ids, time.Minute) {
+					for snap, err := range l.AcquireMany(ctx, ids, time.Minute, nil) {
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -128,7 +128,7 @@ func testSlotMigration(t *testing.T, c *rediscluster.Cluster, newBackend func(*t
 						return
 					default:
 					}
-					res, err := l.Acquire(ctx, id, ttl)
+					res, err := l.Acquire(ctx, id, ttl, nil)
 					if err != nil {
 						errs.Add(1)
 						firstErr.CompareAndSwap(nil, fmt.Sprintf("process %d, %s: %v", p, id, err))
@@ -199,7 +199,7 @@ func testSlotMigration(t *testing.T, c *rediscluster.Cluster, newBackend func(*t
 	t.Cleanup(func() { _ = anchor.Close() })
 	hold0 := func() (release func(), released <-chan struct{}) {
 		t.Helper()
-		res, err := anchor.Acquire(ctx, ids[0], ttl)
+		res, err := anchor.Acquire(ctx, ids[0], ttl, nil)
 		if err != nil || !res.Acquired {
 			t.Fatalf("anchor: %+v, %v", res, err)
 		}

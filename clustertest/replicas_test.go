@@ -14,6 +14,7 @@ import (
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/fallback"
 	"github.com/redislocker/lock/internal/faultproxy"
 	"github.com/redislocker/lock/internal/rediscluster"
 	"github.com/redislocker/lock/internal/redisharness"
@@ -139,11 +140,11 @@ func TestWaitReplicas(t *testing.T) {
 			if _, ok := b.(backend.ExtendBatcher); !ok {
 				t.Fatalf("%T is not a backend.ExtendBatcher", b)
 			}
-			errs, err := backend.ExtendBatch(ctx, b, []backend.ExtendRequest{{ID: "a", Token: "A", TTL: time.Minute}, {ID: "a", Token: "X", TTL: time.Minute}})
+			errs, err := fallback.ExtendBatch(ctx, b, []backend.ExtendRequest{{ID: "a", Token: "A", TTL: time.Minute}, {ID: "a", Token: "X", TTL: time.Minute}})
 			if err != nil || len(errs) != 2 || !errors.Is(errs[0], a.notReplicated) || !errors.Is(errs[1], backend.ErrNotHeld) {
 				t.Fatalf("ExtendBatch with the replica paused: %v, %v; want [ErrNotReplicated ErrNotHeld]", errs, err)
 			}
-			res, err := backend.AcquireBatch(ctx, b, []backend.AcquireRequest{req("c", "C"), req("a", "X")})
+			res, err := fallback.AcquireBatch(ctx, b, []backend.AcquireRequest{req("c", "C"), req("a", "X")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -208,7 +209,7 @@ func TestWaitReplicasOnCluster(t *testing.T) {
 					master[id] = m
 				}
 			}
-			res, err := backend.AcquireBatch(ctx, b, reqs)
+			res, err := fallback.AcquireBatch(ctx, b, reqs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -241,7 +242,7 @@ func TestWaitReplicasOnCluster(t *testing.T) {
 			if err := paused.Pause(); err != nil {
 				t.Fatal(err)
 			}
-			res, err = backend.AcquireBatch(ctx, b, reqs)
+			res, err = fallback.AcquireBatch(ctx, b, reqs)
 			if rerr := paused.Resume(); rerr != nil {
 				t.Fatal(rerr)
 			}
@@ -292,13 +293,13 @@ func TestSentinel(t *testing.T) {
 			}
 			holder, other := newLocker(), newLocker()
 			// A hand-off: the waiter is woken by the release.
-			h, err := holder.Acquire(ctx, "x", time.Minute)
+			h, err := holder.Acquire(ctx, "x", time.Minute, nil)
 			if err != nil || !h.Acquired {
 				t.Fatalf("holder: %+v, %v", h, err)
 			}
 			got := make(chan lock.Result, 1)
 			go func() {
-				res, err := other.Acquire(ctx, "x", time.Minute)
+				res, err := other.Acquire(ctx, "x", time.Minute, nil)
 				if err != nil {
 					t.Error(err)
 				}

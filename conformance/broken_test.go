@@ -17,6 +17,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/conformance"
+	"github.com/redislocker/lock/internal/fallback"
 	"github.com/redislocker/lock/internal/memharness"
 	"github.com/redislocker/lock/memorybackend"
 )
@@ -233,15 +234,14 @@ func (w wrapped) Subscribe(ctx context.Context, id string, fn func(backend.Wake)
 
 func (w wrapped) Close() error { return w.inner.Close() }
 
-// acquireBatch and leaveBatch run the core's fallbacks over b, hidden
-// behind a struct that has only b's step methods: passing b itself would
-// find its Batcher and recurse.
-func acquireBatch(ctx context.Context, b backend.Lock, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
-	return backend.AcquireBatch(ctx, struct{ backend.Lock }{b}, reqs)
+// acquireBatch and leaveBatch run the core's fallbacks over b, one step
+// at a time: b's own Batcher would recurse.
+func acquireBatch(ctx context.Context, b backend.Backend, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	return fallback.AcquireEach(ctx, b, reqs)
 }
 
-func leaveBatch(ctx context.Context, b backend.Queue, waiters []backend.Waiter) error {
-	return backend.LeaveBatch(ctx, struct{ backend.Queue }{b}, waiters)
+func leaveBatch(ctx context.Context, b backend.Backend, waiters []backend.Waiter) error {
+	return fallback.LeaveEach(ctx, b, waiters)
 }
 
 // brokenBackend is a broken backend that wraps a memorybackend Backend.

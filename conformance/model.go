@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // lockModel is the plain model of one id: who holds it, the last fence,
@@ -155,7 +156,7 @@ func model(e *env) {
 		for i := range toks {
 			toks[i] = fmt.Sprintf("model-%s-%d", nonce, i)
 		}
-		m := &lockModel{tickets: map[string]uint64{}, handsOff: backend.HandsOff(bs[0])}
+		m := &lockModel{tickets: map[string]uint64{}, handsOff: fallback.HandsOff(bs[0])}
 		fail := func(format string, args ...any) {
 			msg := fmt.Sprintf(format, args...)
 			if ctx.Err() != nil {
@@ -203,7 +204,7 @@ func model(e *env) {
 				for i := range reqs {
 					reqs[i] = drawReq(rt)
 				}
-				res, err := backend.AcquireBatch(ctx, drawB(rt), reqs)
+				res, err := fallback.AcquireBatch(ctx, drawB(rt), reqs)
 				if err != nil || len(res) != n {
 					fail("AcquireBatch of %d: %d results, %v", n, len(res), err)
 				}
@@ -250,7 +251,7 @@ func model(e *env) {
 			},
 			"LeaveBatch": func(rt *rapid.T) {
 				ws := drawWaiters(rt)
-				if err := backend.LeaveBatch(ctx, drawB(rt), ws); err != nil {
+				if err := fallback.LeaveBatch(ctx, drawB(rt), ws); err != nil {
 					fail("LeaveBatch: %v", err)
 				}
 				for _, w := range ws {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // badCall is one call that must fail before any I/O.
@@ -32,7 +33,7 @@ func (e *env) checkBad(s *spy, want error, calls []badCall) {
 		case !errors.Is(err, want):
 			e.errorf("%s: %v, want an error matching %v", c.what, err, want)
 		case want == lock.ErrInvalidArgument:
-			var ae *lock.ArgumentError
+			var ae *backend.ArgumentError
 			if !errors.As(err, &ae) {
 				e.errorf("%s: %v (%T) is not an *ArgumentError", c.what, err, err)
 			} else if !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(c.arg)) {
@@ -58,22 +59,22 @@ func badInput(e *env) {
 	id := e.id()
 	ids := []string{e.id(), e.id()}
 	fn := func(context.Context, *lock.Lease) (int, error) { return 1, nil }
-	res := backend.ResolutionOf(s)
+	res := fallback.Resolution(s)
 
 	calls := []badCall{
-		{"Acquire(nil ctx)", "ctx", func() error { _, err := l.Acquire(nilCtx, id, longTTL); return err }},
+		{"Acquire(nil ctx)", "ctx", func() error { _, err := l.Acquire(nilCtx, id, longTTL, nil); return err }},
 		{"TryAcquire(nil ctx)", "ctx", func() error { _, err := l.TryAcquire(nilCtx, id, longTTL); return err }},
-		{"Acquire(empty id)", "id", func() error { _, err := l.Acquire(ctx, "", longTTL); return err }},
+		{"Acquire(empty id)", "id", func() error { _, err := l.Acquire(ctx, "", longTTL, nil); return err }},
 		{"TryAcquire(empty id)", "id", func() error { _, err := l.TryAcquire(ctx, "", longTTL); return err }},
-		{"Acquire(ttl 0)", "ttl", func() error { _, err := l.Acquire(ctx, id, 0); return err }},
-		{"Acquire(ttl -1s)", "ttl", func() error { _, err := l.Acquire(ctx, id, -time.Second); return err }},
+		{"Acquire(ttl 0)", "ttl", func() error { _, err := l.Acquire(ctx, id, 0, nil); return err }},
+		{"Acquire(ttl -1s)", "ttl", func() error { _, err := l.Acquire(ctx, id, -time.Second, nil); return err }},
 		{"TryAcquire(ttl 0)", "ttl", func() error { _, err := l.TryAcquire(ctx, id, 0); return err }},
 		{"AcquireWith(token over MaxTokenLength)", "token", func() error {
-			_, err := l.AcquireWith(ctx, id, longTTL, &lock.AcquireOptions{Token: strings.Repeat("t", lock.MaxTokenLength+1)})
+			_, err := l.Acquire(ctx, id, longTTL, &lock.AcquireOptions{Token: strings.Repeat("t", backend.MaxTokenLength+1)})
 			return err
 		}},
 		{"AcquireWith(negative QueueTimeout)", "QueueTimeout", func() error {
-			_, err := l.AcquireWith(ctx, id, longTTL, &lock.AcquireOptions{QueueTimeout: -time.Second})
+			_, err := l.Acquire(ctx, id, longTTL, &lock.AcquireOptions{QueueTimeout: -time.Second})
 			return err
 		}},
 		{"Do(nil ctx)", "ctx", func() error { _, err := lock.Do(nilCtx, l, id, longTTL, fn, nil); return err }},
@@ -81,23 +82,23 @@ func badInput(e *env) {
 		{"Do(ttl 0)", "ttl", func() error { _, err := lock.Do(ctx, l, id, 0, fn, nil); return err }},
 		{"Do(nil fn)", "fn", func() error { _, err := lock.Do[int](ctx, l, id, longTTL, nil, nil); return err }},
 		{"Do(nil locker)", "locker", func() error { _, err := lock.Do(ctx, nil, id, longTTL, fn, nil); return err }},
-		{"AcquireMany(nil ctx)", "ctx", func() error { return firstErr(l.AcquireMany(nilCtx, ids, longTTL)) }},
-		{"AcquireMany(nil ids)", "ids", func() error { return firstErr(l.AcquireMany(ctx, nil, longTTL)) }},
-		{"AcquireMany(no ids)", "ids", func() error { return firstErr(l.AcquireMany(ctx, []string{}, longTTL)) }},
-		{"AcquireMany(an empty id)", "ids[1]", func() error { return firstErr(l.AcquireMany(ctx, []string{ids[0], ""}, longTTL)) }},
+		{"AcquireMany(nil ctx)", "ctx", func() error { return firstErr(l.AcquireMany(nilCtx, ids, longTTL, nil)) }},
+		{"AcquireMany(nil ids)", "ids", func() error { return firstErr(l.AcquireMany(ctx, nil, longTTL, nil)) }},
+		{"AcquireMany(no ids)", "ids", func() error { return firstErr(l.AcquireMany(ctx, []string{}, longTTL, nil)) }},
+		{"AcquireMany(an empty id)", "ids[1]", func() error { return firstErr(l.AcquireMany(ctx, []string{ids[0], ""}, longTTL, nil)) }},
 		{"AcquireMany(a duplicate id)", "ids[2]", func() error {
-			return firstErr(l.AcquireMany(ctx, []string{ids[0], ids[1], ids[0]}, longTTL))
+			return firstErr(l.AcquireMany(ctx, []string{ids[0], ids[1], ids[0]}, longTTL, nil))
 		}},
 		{"AcquireMany(a duplicate id) names the first position", "ids[0]", func() error {
-			return firstErr(l.AcquireMany(ctx, []string{ids[0], ids[1], ids[0]}, longTTL))
+			return firstErr(l.AcquireMany(ctx, []string{ids[0], ids[1], ids[0]}, longTTL, nil))
 		}},
-		{"AcquireMany(ttl 0)", "ttl", func() error { return firstErr(l.AcquireMany(ctx, ids, 0)) }},
+		{"AcquireMany(ttl 0)", "ttl", func() error { return firstErr(l.AcquireMany(ctx, ids, 0, nil)) }},
 	}
 	if res > time.Nanosecond {
 		below := res - time.Nanosecond
 		calls = append(calls,
-			badCall{"Acquire(ttl below the backend's resolution)", "ttl", func() error { _, err := l.Acquire(ctx, id, below); return err }},
-			badCall{"AcquireMany(ttl below the backend's resolution)", "ttl", func() error { return firstErr(l.AcquireMany(ctx, ids, below)) }},
+			badCall{"Acquire(ttl below the backend's resolution)", "ttl", func() error { _, err := l.Acquire(ctx, id, below, nil); return err }},
+			badCall{"AcquireMany(ttl below the backend's resolution)", "ttl", func() error { return firstErr(l.AcquireMany(ctx, ids, below, nil)) }},
 		)
 	}
 	e.checkBad(s, lock.ErrInvalidArgument, calls)
@@ -127,13 +128,13 @@ func badInput(e *env) {
 		e.errorf("Close: %v", err)
 	}
 	e.checkBad(sc, lock.ErrClosed, []badCall{
-		{"Acquire after Close", "", func() error { _, err := lc.Acquire(ctx, id, longTTL); return err }},
+		{"Acquire after Close", "", func() error { _, err := lc.Acquire(ctx, id, longTTL, nil); return err }},
 		{"TryAcquire after Close", "", func() error { _, err := lc.TryAcquire(ctx, id, longTTL); return err }},
 		{"AcquireWith after Close", "", func() error {
-			_, err := lc.AcquireWith(ctx, id, longTTL, &lock.AcquireOptions{Token: "closed-" + nonce})
+			_, err := lc.Acquire(ctx, id, longTTL, &lock.AcquireOptions{Token: "closed-" + nonce})
 			return err
 		}},
-		{"AcquireMany after Close", "", func() error { return firstErr(lc.AcquireMany(ctx, ids, longTTL)) }},
+		{"AcquireMany after Close", "", func() error { return firstErr(lc.AcquireMany(ctx, ids, longTTL, nil)) }},
 		{"Do after Close", "", func() error { _, err := lock.Do(ctx, lc, id, longTTL, fn, nil); return err }},
 	})
 	for _, id := range append([]string{id}, ids...) {
@@ -163,16 +164,16 @@ func acquireMany(e *env) {
 	var all []*lock.Lease
 	snapshots := 0
 	var firstSnap []string
-	for snap, err := range lm.AcquireMany(ctx, ids, longTTL) {
+	for snap, err := range lm.AcquireMany(ctx, ids, longTTL, nil) {
 		if err != nil {
 			e.fatalf("AcquireMany: %v", err)
 		}
 		snapshots++
-		if len(snap.Acquired) == 0 && len(snap.TimedOut) == 0 {
+		if len(snap.Acquired) == 0 && len(snap.NotAcquired) == 0 {
 			e.errorf("snapshot %d is empty", snapshots)
 		}
-		if len(snap.TimedOut) > 0 {
-			e.errorf("snapshot %d reports timed-out ids %v with no queue timeout due", snapshots, snap.TimedOut)
+		if len(snap.NotAcquired) > 0 {
+			e.errorf("snapshot %d reports timed-out ids %v with no queue timeout due", snapshots, snap.NotAcquired)
 		}
 		last := -1
 		for _, le := range snap.Acquired {
@@ -218,7 +219,7 @@ func acquireMany(e *env) {
 
 	// Duplicates fail before any I/O.
 	before := sm.callCount()
-	err := firstErr(lm.AcquireMany(ctx, []string{ids[0], ids[1], ids[0]}, longTTL))
+	err := firstErr(lm.AcquireMany(ctx, []string{ids[0], ids[1], ids[0]}, longTTL, nil))
 	if !errors.Is(err, lock.ErrInvalidArgument) {
 		e.errorf("AcquireMany with a duplicate id: %v, want an error matching ErrInvalidArgument", err)
 	}
@@ -235,7 +236,7 @@ func acquireMany(e *env) {
 	var got []string
 	var timedOut []string
 	snapshots = 0
-	for snap, err := range lq.AcquireMany(ctx, []string{free, busy}, longTTL) {
+	for snap, err := range lq.AcquireMany(ctx, []string{free, busy}, longTTL, nil) {
 		if err != nil {
 			e.fatalf("AcquireMany with a queue timeout: %v", err)
 		}
@@ -243,14 +244,14 @@ func acquireMany(e *env) {
 		if len(timedOut) > 0 {
 			e.errorf("a snapshot came after the one that reported timed-out ids")
 		}
-		if len(snap.Acquired) == 0 && len(snap.TimedOut) == 0 {
+		if len(snap.Acquired) == 0 && len(snap.NotAcquired) == 0 {
 			e.errorf("snapshot %d is empty", snapshots)
 		}
 		for _, le := range snap.Acquired {
 			got = append(got, le.ID())
 			e.mustRelease(le)
 		}
-		timedOut = append(timedOut, snap.TimedOut...)
+		timedOut = append(timedOut, snap.NotAcquired...)
 	}
 	took := time.Since(start)
 	if len(got) != 1 || got[0] != free || len(timedOut) != 1 || timedOut[0] != busy {
@@ -358,7 +359,7 @@ func closeProp(e *env) {
 	manyErr := make(chan error, 1)
 	e.goFn(func() {
 		var last error
-		for snap, err := range lm.AcquireMany(ctx, []string{free, id}, longTTL) {
+		for snap, err := range lm.AcquireMany(ctx, []string{free, id}, longTTL, nil) {
 			for _, le := range snap.Acquired {
 				_ = le.Release(ctx)
 			}

@@ -3,7 +3,6 @@ package conformance
 import (
 	"time"
 
-	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
 )
 
@@ -82,10 +81,10 @@ func expiryHandoff(e *env) {
 				switch {
 				case err != nil:
 					e.errorf("%s: Inspect: %v", what, err)
-				case !in.Held || in.Fence != gw.Fence || in.Holder != lock.Fingerprint(w):
-					e.errorf("%s: Inspect: Held=%v Fence=%d Holder=%s; want W (%s) holding with fence %d", what, in.Held, in.Fence, in.Holder, lock.Fingerprint(w), gw.Fence)
-				case in.QueueLen != 1 || len(in.Waiters) != 1 || in.Waiters[0].Token != lock.Fingerprint(x):
-					e.errorf("%s: Inspect: QueueLen %d, waiters %+v; want X alone (%s): W's entry must go with its grant", what, in.QueueLen, in.Waiters, lock.Fingerprint(x))
+				case !in.Held || in.Fence != gw.Fence || in.Holder != backend.Fingerprint(w):
+					e.errorf("%s: Inspect: Held=%v Fence=%d Holder=%s; want W (%s) holding with fence %d", what, in.Held, in.Fence, in.Holder, backend.Fingerprint(w), gw.Fence)
+				case in.QueueLen != 1 || len(in.Waiters) != 1 || in.Waiters[0].Token != backend.Fingerprint(x):
+					e.errorf("%s: Inspect: QueueLen %d, waiters %+v; want X alone (%s): W's entry must go with its grant", what, in.QueueLen, in.Waiters, backend.Fingerprint(x))
 				}
 			}
 			if hb, err := rw.Heartbeat(ctx, []backend.Waiter{{ID: id, Token: w}}, longTTL); err != nil || len(hb) != 1 || hb[0].Queued || hb[0].Ready {

@@ -64,7 +64,7 @@ func noGoroutineLeak(e *env) {
 
 	// A wait ended by the queue timeout, one by a cancel.
 	held = e.mustAcquire(la, id, longTTL)
-	if res, err := lb.AcquireWith(ctx, id, longTTL, &lock.AcquireOptions{QueueTimeout: 100 * time.Millisecond}); err != nil || res.Acquired {
+	if res, err := lb.Acquire(ctx, id, longTTL, &lock.AcquireOptions{QueueTimeout: 100 * time.Millisecond}); err != nil || res.Acquired {
 		e.errorf("AcquireWith(QueueTimeout 100ms) on a held id: Acquired=%v err=%v", res.Acquired, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -75,7 +75,7 @@ func noGoroutineLeak(e *env) {
 	// AcquireMany with one id held by another process.
 	ids := []string{e.id(), id, e.id()}
 	released := false
-	for snap, err := range lb.AcquireMany(ctx, ids, longTTL) {
+	for snap, err := range lb.AcquireMany(ctx, ids, longTTL, nil) {
 		if err != nil {
 			e.fatalf("AcquireMany: %v", err)
 		}
@@ -166,7 +166,7 @@ func noStateLeft(e *env) {
 	if got, err := e.tryAcquire(lb, id, longTTL); got != nil || err != nil {
 		e.errorf("TryAcquire of a held id: lease=%v err=%v", got != nil, err)
 	}
-	if res, err := lq.Acquire(ctx, id, longTTL); res.Acquired || err != nil {
+	if res, err := lq.Acquire(ctx, id, longTTL, nil); res.Acquired || err != nil {
 		e.errorf("Acquire with a queue timeout on a held id: Acquired=%v err=%v", res.Acquired, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -204,7 +204,7 @@ func noStateLeft(e *env) {
 	// AcquireMany broken off with an id still queued.
 	ids := []string{e.id(), e.id(), e.id()}
 	held = e.mustAcquire(la, ids[1], longTTL)
-	for snap, err := range lb.AcquireMany(ctx, ids, longTTL) {
+	for snap, err := range lb.AcquireMany(ctx, ids, longTTL, nil) {
 		if err != nil {
 			e.fatalf("AcquireMany: %v", err)
 		}
@@ -276,14 +276,14 @@ func boundedInput(e *env) {
 	other, _ := e.defaultLocker()
 	ctx := e.ctx(time.Minute)
 
-	long := e.paddedID(lock.MaxIDLength + 1)
+	long := e.paddedID(backend.MaxIDLength + 1)
 	calls := []struct {
 		what, arg string
 		call      func() error
 	}{
-		{"Acquire", "id", func() error { _, err := l.Acquire(ctx, long, longTTL); return err }},
+		{"Acquire", "id", func() error { _, err := l.Acquire(ctx, long, longTTL, nil); return err }},
 		{"TryAcquire", "id", func() error { _, err := l.TryAcquire(ctx, long, longTTL); return err }},
-		{"AcquireMany", "ids[1]", func() error { return firstErr(l.AcquireMany(ctx, []string{e.id(), long}, longTTL)) }},
+		{"AcquireMany", "ids[1]", func() error { return firstErr(l.AcquireMany(ctx, []string{e.id(), long}, longTTL, nil)) }},
 		{"Do", "id", func() error {
 			_, err := lock.Do(ctx, l, long, longTTL, func(context.Context, *lock.Lease) (int, error) { return 0, nil }, nil)
 			return err
@@ -292,7 +292,7 @@ func boundedInput(e *env) {
 	for _, c := range calls {
 		before := s.callCount()
 		err := c.call()
-		var ae *lock.ArgumentError
+		var ae *backend.ArgumentError
 		if !errors.As(err, &ae) || !errors.Is(err, lock.ErrInvalidArgument) || ae.Arg != c.arg {
 			e.errorf("%s with an id of MaxIDLength+1 (%d) bytes: %v, want an *ArgumentError for %q", c.what, len(long), err, c.arg)
 		}
@@ -301,7 +301,7 @@ func boundedInput(e *env) {
 		}
 	}
 
-	exact := e.paddedID(lock.MaxIDLength)
+	exact := e.paddedID(backend.MaxIDLength)
 	sibling := exact[:len(exact)-1] + "+" // differs in the last byte only
 	le := e.mustAcquire(l, exact, longTTL)
 	e.assertHeld(other, exact, "an id of exactly MaxIDLength bytes, held")
@@ -312,7 +312,7 @@ func boundedInput(e *env) {
 	le = p.granted(e, prompt, "the waiter on an id of MaxIDLength bytes, after the release (its wake-up must name the id exactly)")
 	e.mustRelease(le)
 	e.assertFree(other, exact, "an id of exactly MaxIDLength bytes, after release")
-	for snap, err := range l.AcquireMany(ctx, []string{exact, sibling}, longTTL) {
+	for snap, err := range l.AcquireMany(ctx, []string{exact, sibling}, longTTL, nil) {
 		if err != nil {
 			e.fatalf("AcquireMany of ids of MaxIDLength bytes: %v", err)
 		}

@@ -37,7 +37,7 @@ func inspectProp(e *env) {
 	e.t.Cleanup(func() { _ = il.Close() })
 	ctx := e.ctx(time.Minute)
 	id := e.id()
-	inspect := func(what string) lock.Inspection {
+	inspect := func(what string) backend.Inspection {
 		e.t.Helper()
 		got, err := il.Inspect(ctx, id)
 		if err != nil {
@@ -52,7 +52,7 @@ func inspectProp(e *env) {
 	if got := inspect("a free id"); got.Held || got.QueueLen != 0 || len(got.Waiters) != 0 {
 		e.errorf("a free id: %+v, want not held and no waiters", got)
 	}
-	for _, bad := range []string{"", string(make([]byte, lock.MaxIDLength+1))} {
+	for _, bad := range []string{"", string(make([]byte, backend.MaxIDLength+1))} {
 		if _, err := il.Inspect(ctx, bad); !errors.Is(err, lock.ErrInvalidArgument) {
 			e.errorf("Inspect(id of %d bytes): %v, want ErrInvalidArgument", len(bad), err)
 		}
@@ -66,8 +66,8 @@ func inspectProp(e *env) {
 		e.errorf("a held id: Held=%v Fence=%d, want held with the holder's fence %d", got.Held, got.Fence, le.Fence())
 	case got.TTL <= 0 || got.TTL > longTTL:
 		e.errorf("a held id: TTL %v, want in (0, %v]", got.TTL, longTTL)
-	case got.Holder != lock.Fingerprint(le.Token()) || len(got.Holder) != backend.FingerprintLength:
-		e.errorf("a held id: Holder %q, want the fingerprint %q of the holder's token", got.Holder, lock.Fingerprint(le.Token()))
+	case got.Holder != backend.Fingerprint(le.Token()) || len(got.Holder) != 8:
+		e.errorf("a held id: Holder %q, want the fingerprint %q of the holder's token", got.Holder, backend.Fingerprint(le.Token()))
 	}
 
 	// Three waiters in three processes, queued one after the other.
@@ -96,7 +96,7 @@ func inspectProp(e *env) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := w.AcquireWith(wctx, id, longTTL, &lock.AcquireOptions{Token: tok})
+			res, err := w.Acquire(wctx, id, longTTL, &lock.AcquireOptions{Token: tok})
 			results[i] <- result{res, err}
 		}()
 		if !pollInspect(prompt, func() bool { return inspect("queueing").QueueLen == i+1 }) {
@@ -108,8 +108,8 @@ func inspectProp(e *env) {
 		e.fatalf("three waiters: QueueLen %d, %d listed; want 3 and 3", got.QueueLen, len(got.Waiters))
 	}
 	for i, w := range got.Waiters {
-		if w.Token != lock.Fingerprint(tokens[i]) {
-			e.errorf("waiter %d: fingerprint %q, want %q (head first, in queue order)", i, w.Token, lock.Fingerprint(tokens[i]))
+		if w.Token != backend.Fingerprint(tokens[i]) {
+			e.errorf("waiter %d: fingerprint %q, want %q (head first, in queue order)", i, w.Token, backend.Fingerprint(tokens[i]))
 		}
 		if i > 0 && w.Ticket <= got.Waiters[i-1].Ticket {
 			e.errorf("waiter %d: ticket %d not above the one before (%d)", i, w.Ticket, got.Waiters[i-1].Ticket)
@@ -123,7 +123,7 @@ func inspectProp(e *env) {
 	}
 	for _, n := range []int{2, 0} {
 		b, err := in.Inspect(ctx, id, n)
-		if err != nil || b.QueueLen != 3 || len(b.Waiters) != n || (n > 0 && b.Waiters[0].Token != lock.Fingerprint(tokens[0])) {
+		if err != nil || b.QueueLen != 3 || len(b.Waiters) != n || (n > 0 && b.Waiters[0].Token != backend.Fingerprint(tokens[0])) {
 			e.errorf("backend Inspect(maxWaiters %d): QueueLen %d, %d listed, %v; want 3 and the first %d", n, b.QueueLen, len(b.Waiters), err, n)
 		}
 	}
@@ -146,9 +146,9 @@ func inspectProp(e *env) {
 	switch {
 	case !got.Held || got.Fence != first.res.Lease.Fence() || got.Fence <= le.Fence():
 		e.errorf("after the hand-off: Held=%v Fence=%d, want the new holder's fence %d (> %d)", got.Held, got.Fence, first.res.Lease.Fence(), le.Fence())
-	case got.Holder != lock.Fingerprint(tokens[0]):
-		e.errorf("after the hand-off: Holder %q, want the head's fingerprint %q", got.Holder, lock.Fingerprint(tokens[0]))
-	case got.QueueLen != 2 || len(got.Waiters) != 2 || got.Waiters[0].Token != lock.Fingerprint(tokens[1]):
+	case got.Holder != backend.Fingerprint(tokens[0]):
+		e.errorf("after the hand-off: Holder %q, want the head's fingerprint %q", got.Holder, backend.Fingerprint(tokens[0]))
+	case got.QueueLen != 2 || len(got.Waiters) != 2 || got.Waiters[0].Token != backend.Fingerprint(tokens[1]):
 		e.errorf("after the hand-off: QueueLen %d, waiters %+v; want the two others, in order", got.QueueLen, got.Waiters)
 	}
 	for _, c := range cancels[1:] {
@@ -164,7 +164,7 @@ func inspectProp(e *env) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, _ = dead.AcquireWith(dctx, id, longTTL, &lock.AcquireOptions{Token: "inspect-dead"})
+		_, _ = dead.Acquire(dctx, id, longTTL, &lock.AcquireOptions{Token: "inspect-dead"})
 	}()
 	if !pollInspect(prompt, func() bool { return inspect("queueing").QueueLen == 1 }) {
 		e.fatalf("a waiter alone: QueueLen did not reach 1 within %v", prompt)
@@ -174,7 +174,7 @@ func inspectProp(e *env) {
 		e.errorf("a waiter dead for WaiterTimeout + %v is still counted: %+v", slack, inspect("a dead waiter"))
 	}
 	for _, w := range inspect("a dead waiter").Waiters {
-		if w.Token == lock.Fingerprint("inspect-dead") {
+		if w.Token == backend.Fingerprint("inspect-dead") {
 			e.errorf("a dead waiter is listed: %+v", w)
 		}
 	}
@@ -274,9 +274,9 @@ func inspectReadOnly(e *env) {
 		case in.Held || in.TTL < 0:
 			e.errorf("Inspect %d of an id whose lease ended %v ago, with no step since: Held=%v TTL=%v fence %d; want not held (an ended lease is not held, whether or not a step cleared it; and no negative TTL)",
 				i+1, time.Since(returned.Add(ttl)).Round(time.Millisecond), in.Held, in.TTL, in.Fence)
-		case in.QueueLen != 1 || len(in.Waiters) != 1 || in.Waiters[0].Token != lock.Fingerprint(v):
+		case in.QueueLen != 1 || len(in.Waiters) != 1 || in.Waiters[0].Token != backend.Fingerprint(v):
 			e.errorf("Inspect %d, the head past its deadline, with no step since: QueueLen %d, waiters %+v; want only the live waiter %s (a dead entry is not counted, purged or not)",
-				i+1, in.QueueLen, in.Waiters, lock.Fingerprint(v))
+				i+1, in.QueueLen, in.Waiters, backend.Fingerprint(v))
 		}
 	}
 	if sc != nil {

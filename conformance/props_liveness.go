@@ -120,7 +120,7 @@ func (e *env) waitAndRelease(ctx context.Context, l *lock.Locker, id string, who
 	done := make(chan struct{})
 	e.goFn(func() {
 		defer close(done)
-		res, err := l.Acquire(ctx, id, longTTL)
+		res, err := l.Acquire(ctx, id, longTTL, nil)
 		if err != nil || !res.Acquired {
 			e.errorf("waiter W%d: Acquired=%v err=%v, want a lease", who, res.Acquired, err)
 			return
@@ -376,9 +376,9 @@ func queueTimeoutProp(e *env) {
 			e.errorf("%s returned after %v, long after its queue timeout %v", what, took, qt)
 		}
 	}
-	check("Acquire with QueueTimeout "+qt.String(), func() (lock.Result, error) { return lb.Acquire(ctx, id, longTTL) })
+	check("Acquire with QueueTimeout "+qt.String(), func() (lock.Result, error) { return lb.Acquire(ctx, id, longTTL, nil) })
 	check("AcquireWith(QueueTimeout "+qt.String()+") on a Locker with a longer one", func() (lock.Result, error) {
-		return lc.AcquireWith(ctx, id, longTTL, &lock.AcquireOptions{QueueTimeout: qt})
+		return lc.Acquire(ctx, id, longTTL, &lock.AcquireOptions{QueueTimeout: qt})
 	})
 	e.mustRelease(held)
 	e.assertFree(lx, id, "after two waits ended at their queue timeout")
@@ -409,12 +409,12 @@ func acquireManyOverlap(e *env) {
 		run := func(l *lock.Locker, ids []string, out *outcome, done chan<- struct{}) {
 			defer close(done)
 			out.got = map[string]int{}
-			for snap, err := range l.AcquireMany(ctx, ids, longTTL) {
+			for snap, err := range l.AcquireMany(ctx, ids, longTTL, nil) {
 				if err != nil {
 					out.err = err
 					return
 				}
-				out.timedOut = append(out.timedOut, snap.TimedOut...)
+				out.timedOut = append(out.timedOut, snap.NotAcquired...)
 				for _, le := range snap.Acquired {
 					out.got[le.ID()]++
 					if err := le.Release(ctx); err != nil {

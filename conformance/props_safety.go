@@ -65,7 +65,7 @@ func mutualExclusion(e *env) {
 						le = res.Lease
 					}
 					if le == nil {
-						res, err := l.Acquire(ctx, id, longTTL)
+						res, err := l.Acquire(ctx, id, longTTL, nil)
 						if err != nil || !res.Acquired {
 							fail("Acquire: Acquired=%v err=%v, want a lease", res.Acquired, err)
 							return
@@ -237,7 +237,7 @@ func fencing(e *env) {
 		e.errorf("Extend changed the lease's fence from %d to %d", fences[len(fences)-1], next.Fence())
 	}
 	for _, l := range []*lock.Locker{lb2, lc} {
-		res, err := l.AcquireWith(ctx, id, longTTL, &lock.AcquireOptions{Token: next.Token()})
+		res, err := l.Acquire(ctx, id, longTTL, &lock.AcquireOptions{Token: next.Token()})
 		if err != nil || !res.Acquired || res.Lease == nil {
 			e.errorf("a retried AcquireWith with the holder's token: Acquired=%v err=%v, want the existing lease", res.Acquired, err)
 			continue
@@ -251,8 +251,8 @@ func fencing(e *env) {
 
 	// A retried AcquireWith on a free id, twice in a row.
 	tok := "fencing-retry-" + nonce
-	r1, err1 := la.AcquireWith(ctx, id, longTTL, &lock.AcquireOptions{Token: tok})
-	r2, err2 := la.AcquireWith(ctx, id, longTTL, &lock.AcquireOptions{Token: tok})
+	r1, err1 := la.Acquire(ctx, id, longTTL, &lock.AcquireOptions{Token: tok})
+	r2, err2 := la.Acquire(ctx, id, longTTL, &lock.AcquireOptions{Token: tok})
 	if err1 != nil || err2 != nil || !r1.Acquired || !r2.Acquired {
 		e.fatalf("AcquireWith the same token twice: (%v, %v) and (%v, %v), want two grants", r1.Acquired, err1, r2.Acquired, err2)
 	}
@@ -511,7 +511,7 @@ func retrySafe(e *env) {
 	third, _ := e.defaultLocker()
 	id = e.id()
 	s.loseAcquire.Store(1)
-	res, err := l.Acquire(ctx, id, longTTL)
+	res, err := l.Acquire(ctx, id, longTTL, nil)
 	if !errors.Is(err, lock.ErrBackend) || !errors.Is(err, errLostReply) {
 		e.errorf("Acquire whose granting step lost its reply: %v, want an error matching ErrBackend and the backend's error", err)
 	}
@@ -578,7 +578,7 @@ func acquireManyNoUnseen(e *env) {
 		shown := map[string]*lock.Lease{}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		snapshots := 0
-		for snap, err := range lm.AcquireMany(ctx, ids, longTTL) {
+		for snap, err := range lm.AcquireMany(ctx, ids, longTTL, nil) {
 			if err != nil {
 				if how == "cancel" && snapshots > 0 && errors.Is(err, context.Canceled) {
 					break

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // expiryMargin is how long after a lease's expiry the suite assumes the
@@ -45,7 +46,7 @@ func retryRemainingTTL(e *env) {
 	b := e.backend()
 	l, _ := e.defaultLocker()
 	ctx := e.ctx(time.Minute)
-	res := backend.ResolutionOf(b)
+	res := fallback.Resolution(b)
 	_, advances := e.h.(ClockAdvancer)
 	id := e.id()
 	tok := e.token("remaining")
@@ -71,13 +72,13 @@ func retryRemainingTTL(e *env) {
 	sent := time.Now()
 	check("a retried Acquire", e.grant(b, req), sent)
 	sent = time.Now()
-	bg, err := backend.AcquireBatch(ctx, b, []backend.AcquireRequest{req})
+	bg, err := fallback.AcquireBatch(ctx, b, []backend.AcquireRequest{req})
 	if err != nil || len(bg) != 1 || bg[0].Err != nil {
 		e.fatalf("AcquireBatch of a retry: %+v, %v", bg, err)
 	}
 	check("a retried Acquire in AcquireBatch", bg[0].Grant, sent)
 	if !advances {
-		r, err := l.AcquireWith(ctx, id, ttl, &lock.AcquireOptions{Token: tok})
+		r, err := l.Acquire(ctx, id, ttl, &lock.AcquireOptions{Token: tok})
 		if err != nil || !r.Acquired {
 			e.fatalf("AcquireWith the holder's token: Acquired=%v err=%v", r.Acquired, err)
 		}
@@ -232,7 +233,7 @@ func waiterCap(e *env) {
 		for i := len(queued); i < maxW && len(reqs) < 100; i++ {
 			reqs = append(reqs, wreq(fmt.Sprintf("cap-%s-%d", nonce, i)))
 		}
-		res, err := backend.AcquireBatch(ctx, rb, reqs)
+		res, err := fallback.AcquireBatch(ctx, rb, reqs)
 		if err != nil || len(res) != len(reqs) {
 			e.fatalf("AcquireBatch of %d waiters: %d results, %v", len(reqs), len(res), err)
 		}
@@ -253,7 +254,7 @@ func waiterCap(e *env) {
 	if hb, err := rb.Heartbeat(ctx, []backend.Waiter{{ID: id, Token: over}}, longTTL); err != nil || len(hb) != 1 || hb[0].Queued {
 		e.errorf("Heartbeat of the refused waiter: %+v, %v; want not queued (nothing enqueued)", hb, err)
 	}
-	bg, err := backend.AcquireBatch(ctx, rb, []backend.AcquireRequest{wreq(over), wreq(queued[0].Token)})
+	bg, err := fallback.AcquireBatch(ctx, rb, []backend.AcquireRequest{wreq(over), wreq(queued[0].Token)})
 	switch {
 	case err != nil || len(bg) != 2:
 		e.errorf("AcquireBatch on a full queue: %+v, %v; want two results", bg, err)
@@ -262,7 +263,7 @@ func waiterCap(e *env) {
 	case bg[1].Err != nil || !bg[1].Queued:
 		e.errorf("AcquireBatch on a full queue, request 1 (a queued waiter's retry): %+v, %v; want queued, no error", bg[1].Grant, bg[1].Err)
 	}
-	if _, err := l.Acquire(ctx, id, longTTL); !errors.Is(err, lock.ErrQueueFull) {
+	if _, err := l.Acquire(ctx, id, longTTL, nil); !errors.Is(err, lock.ErrQueueFull) {
 		e.errorf("Locker.Acquire on a full queue: %v, want an error matching ErrQueueFull", err)
 	}
 	e.mustStep("Leave", rb.Leave(ctx, id, queued[0].Token))
@@ -270,7 +271,7 @@ func waiterCap(e *env) {
 		e.errorf("Acquire with Wait after one of %d waiters left: %+v, %v; want queued", maxW, g, err)
 	}
 	queued = append(queued[1:], backend.Waiter{ID: id, Token: over})
-	e.mustStep("LeaveBatch", backend.LeaveBatch(ctx, rb, queued))
+	e.mustStep("LeaveBatch", fallback.LeaveBatch(ctx, rb, queued))
 	e.mustStep("Release", ra.Release(ctx, id, holder))
 	e.assertFree(l, id, "after every waiter of a full queue left")
 }
@@ -294,7 +295,7 @@ func batchOrder(e *env) {
 		{ID: x, Token: t7, TTL: longTTL},
 		{ID: y, Token: t4, TTL: longTTL, Wait: true, WaiterTTL: longTTL},
 	}
-	res, err := backend.AcquireBatch(ctx, rb, reqs)
+	res, err := fallback.AcquireBatch(ctx, rb, reqs)
 	if err != nil || len(res) != len(reqs) {
 		e.fatalf("AcquireBatch of %d requests: %d results, %v; want one per request", len(reqs), len(res), err)
 	}
@@ -328,11 +329,11 @@ func batchOrder(e *env) {
 			fill = append(fill, backend.AcquireRequest{ID: z, Token: tok, TTL: longTTL, Wait: true, WaiterTTL: longTTL})
 			ws = append(ws, backend.Waiter{ID: z, Token: tok})
 		}
-		if _, err := backend.AcquireBatch(ctx, ra, fill); err != nil {
+		if _, err := fallback.AcquireBatch(ctx, ra, fill); err != nil {
 			e.fatalf("filling a queue: %v", err)
 		}
 		t5, t6 := e.token("t5"), e.token("t6")
-		mixed, err := backend.AcquireBatch(ctx, rb, []backend.AcquireRequest{
+		mixed, err := fallback.AcquireBatch(ctx, rb, []backend.AcquireRequest{
 			{ID: x, Token: t5, TTL: longTTL, Wait: true, WaiterTTL: longTTL},
 			{ID: z, Token: t6, TTL: longTTL, Wait: true, WaiterTTL: longTTL},
 			{ID: x, Token: t1, TTL: longTTL},
@@ -347,10 +348,10 @@ func batchOrder(e *env) {
 		case mixed[2].Err != nil || !mixed[2].Acquired:
 			e.errorf("AcquireBatch result 2 (the holder's retry on x): %+v, %v; want granted, no error", mixed[2].Grant, mixed[2].Err)
 		}
-		e.mustStep("LeaveBatch", backend.LeaveBatch(ctx, ra, append(ws, backend.Waiter{ID: x, Token: t5})))
+		e.mustStep("LeaveBatch", fallback.LeaveBatch(ctx, ra, append(ws, backend.Waiter{ID: x, Token: t5})))
 		e.mustStep("Release", ra.Release(ctx, z, hz))
 	}
-	e.mustStep("LeaveBatch", backend.LeaveBatch(ctx, rb, []backend.Waiter{{ID: x, Token: t2}, {ID: y, Token: t4}, {ID: x, Token: t1}}))
+	e.mustStep("LeaveBatch", fallback.LeaveBatch(ctx, rb, []backend.Waiter{{ID: x, Token: t2}, {ID: y, Token: t4}, {ID: x, Token: t1}}))
 	e.mustStep("Release", ra.Release(ctx, y, hy))
 	for _, id := range []string{x, y} {
 		tok := e.token("after")

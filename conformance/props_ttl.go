@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // ttl-precision (S2, checklist item 13): with leases of 1.7 s and 1.3 s,
@@ -17,7 +18,7 @@ func ttlPrecision(e *env) {
 	const ttlA, ttlX = 1700 * time.Millisecond, 1300 * time.Millisecond
 	ra, rw, rx := e.backend(), e.backend(), e.backend()
 	ctx := e.ctx(time.Minute)
-	res := max(backend.ResolutionOf(ra), time.Millisecond)
+	res := max(fallback.Resolution(ra), time.Millisecond)
 	id := e.id()
 	a, w, x := e.token("a"), e.token("w"), e.token("x")
 	sent := time.Now()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // settle is how long the suite waits for wake-ups that should not come:
@@ -473,7 +474,7 @@ func (e *env) queueDead(b *spy, id string, n int, waiterTTL time.Duration) ([]st
 	}
 	for len(reqs) > 0 {
 		k := min(len(reqs), 100)
-		res, err := backend.AcquireBatch(e.ctx(prompt), b, reqs[:k])
+		res, err := fallback.AcquireBatch(e.ctx(prompt), b, reqs[:k])
 		if err != nil {
 			e.fatalf("AcquireBatch of dead-to-be waiters: %v", err)
 		}

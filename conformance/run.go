@@ -16,6 +16,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // Timings of the Lockers the suite makes. They are short so that the suite
@@ -309,7 +310,7 @@ func (e *env) backend() *spy {
 
 // handsOff reports whether the harness's backends hand off
 // (backend.HandOffer).
-func (e *env) handsOff() bool { return backend.HandsOff(e.backend()) }
+func (e *env) handsOff() bool { return fallback.HandsOff(e.backend()) }
 
 // locker returns a Locker over a new backend of the harness (a new
 // "process"), wrapped in a spy; it is closed at the end of the subtest.
@@ -337,7 +338,7 @@ func (e *env) defaultLocker() (*lock.Locker, *spy) { return e.locker(lock.Option
 // cannot.
 func (e *env) mustAcquire(l *lock.Locker, id string, ttl time.Duration) *lock.Lease {
 	e.t.Helper()
-	res, err := l.Acquire(e.ctx(queueTimeout), id, ttl)
+	res, err := l.Acquire(e.ctx(queueTimeout), id, ttl, nil)
 	if err != nil || !res.Acquired || res.Lease == nil {
 		e.fatalf("Acquire(%q): Acquired=%v Lease=%v err=%v, want a lease", id, res.Acquired, res.Lease != nil, err)
 	}

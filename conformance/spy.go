@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // Errors the spy injects.
@@ -127,7 +128,7 @@ func (s *spy) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) (
 	if err := s.step(); err != nil {
 		return nil, err
 	}
-	res, err := backend.AcquireBatch(ctx, s.inner, reqs)
+	res, err := fallback.AcquireBatch(ctx, s.inner, reqs)
 	lost := false
 	for i, r := range res {
 		if i < len(reqs) {
@@ -174,7 +175,7 @@ func (s *spy) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) ([]
 		}
 		return out, nil
 	}
-	return backend.ExtendBatch(ctx, s.inner, reqs)
+	return fallback.ExtendBatch(ctx, s.inner, reqs)
 }
 
 // Inspect forwards to the inner Inspector; without one it returns
@@ -183,7 +184,7 @@ func (s *spy) Inspect(ctx context.Context, id string, maxWaiters int) (backend.I
 	if err := s.step(); err != nil {
 		return backend.Inspection{ID: id}, err
 	}
-	return backend.Inspect(ctx, s.inner, id, maxWaiters)
+	return fallback.Inspect(ctx, s.inner, id, maxWaiters)
 }
 
 // inspects reports whether the inner backend is a backend.Inspector.
@@ -203,7 +204,7 @@ func (s *spy) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
 	if err := s.step(); err != nil {
 		return err
 	}
-	return backend.LeaveBatch(ctx, s.inner, waiters)
+	return fallback.LeaveBatch(ctx, s.inner, waiters)
 }
 
 func (s *spy) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterTTL time.Duration) ([]backend.HeartbeatResult, error) {
@@ -242,10 +243,10 @@ func (s *spy) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (
 func (s *spy) Close() error { return s.inner.Close() }
 
 // Resolution is the inner backend's.
-func (s *spy) Resolution() time.Duration { return backend.ResolutionOf(s.inner) }
+func (s *spy) Resolution() time.Duration { return fallback.Resolution(s.inner) }
 
 // HandsOff forwards the inner backend's backend.HandOffer.
-func (s *spy) HandsOff() bool { return backend.HandsOff(s.inner) }
+func (s *spy) HandsOff() bool { return fallback.HandsOff(s.inner) }
 
 // ---- queries ----
 

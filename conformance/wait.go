@@ -66,7 +66,7 @@ func (e *env) acquireAsync(ctx context.Context, l *lock.Locker, id string, ttl t
 	p := &pending{done: make(chan struct{}), start: time.Now()}
 	e.goFn(func() {
 		defer close(p.done)
-		p.res, p.err = l.Acquire(ctx, id, ttl)
+		p.res, p.err = l.Acquire(ctx, id, ttl, nil)
 		p.end = time.Now()
 	})
 	return p

@@ -27,7 +27,7 @@ func TestCutConnectionLeavesNothing(t *testing.T) {
 
 		// Measure one step's request and reply, scripts loaded.
 		warm := func(id string) {
-			r, err := l.Acquire(ctx, id, time.Minute)
+			r, err := l.Acquire(ctx, id, time.Minute, nil)
 			if err != nil || !r.Acquired {
 				t.Fatalf("warm-up: %v", err)
 			}
@@ -78,7 +78,7 @@ func TestCutConnectionLeavesNothing(t *testing.T) {
 				// A plain acquire, cut.
 				id := fmt.Sprintf("acq-%v-%d", dir, off)
 				p.CutAfter(dir, off)
-				r, err := l.Acquire(ctx, id, time.Minute)
+				r, err := l.Acquire(ctx, id, time.Minute, nil)
 				outcomes++
 				if err != nil {
 					cutErrs++
@@ -96,13 +96,13 @@ func TestCutConnectionLeavesNothing(t *testing.T) {
 
 				// An enqueue behind a holder, cut: no entry may stay.
 				id = fmt.Sprintf("enq-%v-%d", dir, off)
-				hr, err := other.Acquire(ctx, id, time.Minute)
+				hr, err := other.Acquire(ctx, id, time.Minute, nil)
 				if err != nil || !hr.Acquired {
 					t.Fatal(err)
 				}
 				p.CutAfter(dir, off)
 				wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-				_, err = l.Acquire(wctx, id, time.Minute)
+				_, err = l.Acquire(wctx, id, time.Minute, nil)
 				cancel()
 				if err == nil {
 					t.Errorf("enqueue cut %v after %d bytes: the waiter returned without error while the lock was held", dir, off)
@@ -113,7 +113,7 @@ func TestCutConnectionLeavesNothing(t *testing.T) {
 
 				// A release, cut: retry by token until the outcome is known.
 				id = fmt.Sprintf("rel-%v-%d", dir, off)
-				r, err = l.Acquire(ctx, id, time.Minute)
+				r, err = l.Acquire(ctx, id, time.Minute, nil)
 				if err != nil || !r.Acquired {
 					t.Fatal(err)
 				}
@@ -162,7 +162,7 @@ func TestReleaseRetriedByClient(t *testing.T) {
 		l := e.locker(e.backend(p.Addr(), clientOpts{}), lock.Options{})
 		ctx := context.Background()
 		for range 2 { // the second round runs with every script loaded
-			r, err := l.Acquire(ctx, "x", time.Minute)
+			r, err := l.Acquire(ctx, "x", time.Minute, nil)
 			if err != nil || !r.Acquired {
 				t.Fatal(err)
 			}
@@ -170,7 +170,7 @@ func TestReleaseRetriedByClient(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		r, err := l.Acquire(ctx, "x", time.Minute)
+		r, err := l.Acquire(ctx, "x", time.Minute, nil)
 		if err != nil || !r.Acquired {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func TestReleaseRetriedByClient(t *testing.T) {
 		}
 		ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		r2, err := l.Acquire(ctx2, "x", time.Minute)
+		r2, err := l.Acquire(ctx2, "x", time.Minute, nil)
 		if err != nil || !r2.Acquired || r2.Lease.Fence() <= r.Lease.Fence() {
 			t.Fatalf("after the retried release: %v %v", r2.Acquired, err)
 		}

@@ -93,7 +93,7 @@ func runFencedWorkload(t *testing.T, e *env, wrap func(backend.Backend) backend.
 			defer running.Add(-1)
 			for i := range rounds {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				r, err := l.Acquire(ctx, id, ttl)
+				r, err := l.Acquire(ctx, id, ttl, nil)
 				cancel()
 				if err != nil || !r.Acquired {
 					t.Errorf("worker %d: acquire: %v, acquired %v", w, err, r.Acquired)

@@ -256,7 +256,7 @@ func testLinearizable(t *testing.T, a adapter) {
 			for time.Now().Before(deadline) {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 				call := now()
-				res, err := l.Acquire(ctx, id, ttl)
+				res, err := l.Acquire(ctx, id, ttl, nil)
 				ret := now()
 				cancel()
 				switch {

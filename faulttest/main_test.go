@@ -190,7 +190,7 @@ func (e *env) directLocker(o lock.Options) *lock.Locker {
 // the test unless it is granted.
 func (e *env) hold(o lock.Options, id string, ttl time.Duration) lock.Result {
 	e.t.Helper()
-	r, err := e.directLocker(o).Acquire(context.Background(), id, ttl)
+	r, err := e.directLocker(o).Acquire(context.Background(), id, ttl, nil)
 	if err != nil || !r.Acquired {
 		e.t.Fatal(r, err)
 	}
@@ -442,7 +442,7 @@ func runChild(role string) int {
 		// Queue, and report the outcome; when granted, report the fence,
 		// release at once and report that too.
 		say("start")
-		res, err := l.Acquire(ctx, id, ttl)
+		res, err := l.Acquire(ctx, id, ttl, nil)
 		switch {
 		case err != nil:
 			say("error %v", strings.ReplaceAll(err.Error(), "\n", " "))
@@ -457,7 +457,7 @@ func runChild(role string) int {
 	case "holder":
 		// Take the lock, report the fence and ValidUntil, and report when
 		// Lost fires and what Extend and Release say then.
-		res, err := l.Acquire(ctx, id, ttl)
+		res, err := l.Acquire(ctx, id, ttl, nil)
 		if err != nil || !res.Acquired {
 			say("error %v %v", res.Acquired, err)
 			return 0

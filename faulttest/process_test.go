@@ -114,7 +114,7 @@ func TestStoppedHolderLosesLeaseHonestly(t *testing.T) {
 			w := e.directLocker(lock.Options{WaiterTimeout: 3 * time.Second})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			r, err := w.Acquire(ctx, id, longTTL)
+			r, err := w.Acquire(ctx, id, longTTL, nil)
 			granted := time.Now()
 			if err != nil || !r.Acquired {
 				t.Fatalf("waiter: %v, acquired %v", err, r.Acquired)

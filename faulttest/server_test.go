@@ -236,7 +236,7 @@ func testStall(t *testing.T, a adapter, mode string, short bool) {
 	w := e.directLocker(lock.Options{WaiterTimeout: 3 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := w.Acquire(ctx, id, ttl)
+	r, err := w.Acquire(ctx, id, ttl, nil)
 	if err != nil || !r.Acquired {
 		t.Fatalf("after the stall: %v, acquired %v", err, r.Acquired)
 	}

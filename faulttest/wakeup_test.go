@@ -104,7 +104,7 @@ func testReleaseRace(t *testing.T, a adapter, at string, drop bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	start := time.Now()
-	got, err := w.Acquire(ctx, id, longTTL)
+	got, err := w.Acquire(ctx, id, longTTL, nil)
 	if !released.Load() {
 		t.Fatalf("the hook never ran (acquired %v, err %v)", got.Acquired, err)
 	}
@@ -130,7 +130,7 @@ func queuedWaiter(t *testing.T, e *env, l *lock.Locker, id string) <-chan lock.R
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		r, err := l.Acquire(ctx, id, longTTL)
+		r, err := l.Acquire(ctx, id, longTTL, nil)
 		if err != nil {
 			t.Errorf("waiter: %v", err)
 		}
@@ -162,7 +162,7 @@ func recoveringWaiter(t *testing.T, e *env, l *lock.Locker, id string) (<-chan l
 		defer cancel()
 		opts := &lock.AcquireOptions{Token: fmt.Sprintf("recovering-%d", time.Now().UnixNano())}
 		for {
-			r, err := l.AcquireWith(ctx, id, longTTL, opts)
+			r, err := l.Acquire(ctx, id, longTTL, opts)
 			if err != nil && errors.Is(err, lock.ErrBackend) && ctx.Err() == nil {
 				failed.Add(1)
 				retry := time.NewTimer(20 * time.Millisecond) // the caller's back-off
@@ -294,7 +294,7 @@ func testHolderExpires(t *testing.T, a adapter) {
 	const ttl = 400 * time.Millisecond
 	holder := e.directLocker(slow)
 	sent := time.Now()
-	r, err := holder.Acquire(context.Background(), id, ttl)
+	r, err := holder.Acquire(context.Background(), id, ttl, nil)
 	if err != nil || !r.Acquired {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
@@ -154,7 +155,7 @@ func TestBatcher(t *testing.T) {
 	mustAcquire(t, b, req("full", "H", false))
 	mustAcquire(t, b, req("full", "W", true))
 
-	got, err := backend.AcquireBatch(ctx, b, []backend.AcquireRequest{
+	got, err := fallback.AcquireBatch(ctx, b, []backend.AcquireRequest{
 		req("free", "A", true),
 		req("held", "A", true),
 		req("full", "A", true),
@@ -180,7 +181,7 @@ func TestBatcher(t *testing.T) {
 		}
 	}
 
-	if err := backend.LeaveBatch(ctx, b, []backend.Waiter{
+	if err := fallback.LeaveBatch(ctx, b, []backend.Waiter{
 		{ID: "free", Token: "A"}, // releases
 		{ID: "held", Token: "A"}, // leaves the queue
 		{ID: "full", Token: "W"},

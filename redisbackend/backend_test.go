@@ -14,6 +14,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/fallback"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redisstep"
 )
@@ -40,7 +41,7 @@ func TestNewOptions(t *testing.T) {
 	if b.Prefix() != "lock:" || cfg.MaxWaiters() != 10000 || cfg.PurgeLimit() != 100 {
 		t.Errorf("defaults: prefix %q, max waiters %d, purge limit %d; want lock:, 10000, 100", b.Prefix(), cfg.MaxWaiters(), cfg.PurgeLimit())
 	}
-	if b.Resolution() != time.Millisecond || backend.ResolutionOf(b) != time.Millisecond {
+	if b.Resolution() != time.Millisecond || fallback.Resolution(b) != time.Millisecond {
 		t.Errorf("Resolution = %v, want 1ms", b.Resolution())
 	}
 	for _, o := range []Options{{Prefix: "a{"}, {Prefix: "}"}, {MaxWaiters: -1}, {PurgeLimit: -1}, {PurgeLimit: 100001}} {

@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock"
-	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/fallback"
 	"github.com/redislocker/lock/internal/redisstep"
 	"github.com/redislocker/lock/internal/testkit"
 )
@@ -32,8 +32,8 @@ func TestWrongPortCostsOneCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	_, err = l.Acquire(ctx, "x", time.Second)
-	if !errors.Is(err, lock.ErrBackend) || !backend.Unsent(err) {
+	_, err = l.Acquire(ctx, "x", time.Second, nil)
+	if !errors.Is(err, lock.ErrBackend) || !fallback.Unsent(err) {
 		t.Fatalf("Acquire with nothing listening = %v; want a backend error of a step that was never sent", err)
 	}
 	if cmds, _, names := cnt.Take(); cmds != 1 {

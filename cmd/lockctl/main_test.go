@@ -84,7 +84,7 @@ func (e *env) locker() *lock.Locker {
 // hold takes id in a new Locker and returns its result.
 func (e *env) hold(id string) lock.Result {
 	e.t.Helper()
-	res, err := e.locker().Acquire(context.Background(), id, time.Minute)
+	res, err := e.locker().Acquire(context.Background(), id, time.Minute, nil)
 	if err != nil || !res.Acquired {
 		e.t.Fatal(res, err)
 	}
@@ -113,7 +113,7 @@ func (e *env) queue(l *lock.Locker, id string, n int) <-chan lock.Result {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r, _ := l.Acquire(ctx, id, time.Minute)
+		r, _ := l.Acquire(ctx, id, time.Minute, nil)
 		ch <- r
 	}()
 	e.t.Cleanup(func() {
@@ -140,7 +140,7 @@ func TestInspect(t *testing.T) {
 	for _, want := range []string{
 		"held:    yes",
 		fmt.Sprintf("fence:   %d\n", res.Lease.Fence()),
-		"holder:  " + lock.Fingerprint(res.Lease.Token()),
+		"holder:  " + backend.Fingerprint(res.Lease.Token()),
 		"waiters: 1",
 	} {
 		if code != 0 || !strings.Contains(out, want) {
@@ -195,7 +195,7 @@ func TestWatchShowsHandOff(t *testing.T) {
 		t.Fatal(granted)
 	}
 	want := fmt.Sprintf("hand-off: fence %d -> %d, holder %s -> %s", res.Lease.Fence(), granted.Lease.Fence(),
-		lock.Fingerprint(res.Lease.Token()), lock.Fingerprint(granted.Lease.Token()))
+		backend.Fingerprint(res.Lease.Token()), backend.Fingerprint(granted.Lease.Token()))
 	waitFor(t, "the hand-off line", func() bool { return strings.Contains(out.String(), want) })
 	stop()
 	if code := <-exited; code != 0 || errOut.String() != "" {
@@ -261,7 +261,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"inspect"}, "no ID"},
 		{[]string{"inspect", "a", "b"}, "one ID"},
 		{[]string{"inspect", ""}, "empty ID"},
-		{[]string{"inspect", strings.Repeat("x", lock.MaxIDLength+1)}, "more than"},
+		{[]string{"inspect", strings.Repeat("x", backend.MaxIDLength+1)}, "more than"},
 		{[]string{"inspect", "-waiters", "101", "x"}, "-waiters"},
 		{[]string{"watch", "-interval", "0s", "x"}, "-interval"},
 		{[]string{"watch", "-count", "-1", "x"}, "-count"},

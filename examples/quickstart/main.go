@@ -90,7 +90,7 @@ func run(ctx context.Context, addr string) error {
 	}
 
 	fmt.Println("1. Three workers contend on order-42 while main holds it; they are served in arrival order.")
-	res, err := main.Acquire(ctx, "order-42", 10*time.Second)
+	res, err := main.Acquire(ctx, "order-42", 10*time.Second, nil)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func run(ctx context.Context, addr string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := w.Acquire(ctx, "order-42", 10*time.Second)
+			r, err := w.Acquire(ctx, "order-42", 10*time.Second, nil)
 			if err != nil || !r.Acquired {
 				fmt.Printf("   %s: not acquired (err=%v)\n", name, err)
 				return
@@ -127,7 +127,7 @@ func run(ctx context.Context, addr string) error {
 	fmt.Printf("   served in order: %v\n", order)
 
 	fmt.Println("2. TryAcquire never waits: while order-7 is held it reports WasInUse.")
-	held, err := main.Acquire(ctx, "order-7", 10*time.Second)
+	held, err := main.Acquire(ctx, "order-7", 10*time.Second, nil)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func run(ctx context.Context, addr string) error {
 
 	fmt.Println("3. AcquireMany streams snapshots as ids are granted; order-7 comes once main releases it.")
 	time.AfterFunc(100*time.Millisecond, func() { held.Lease.Release(ctx) })
-	for snap, err := range other.AcquireMany(ctx, []string{"order-1", "order-2", "order-7"}, 10*time.Second) {
+	for snap, err := range other.AcquireMany(ctx, []string{"order-1", "order-2", "order-7"}, 10*time.Second, nil) {
 		if err != nil {
 			return err
 		}
@@ -152,7 +152,7 @@ func run(ctx context.Context, addr string) error {
 			got = append(got, fmt.Sprintf("%s (fence %d)", le.ID(), le.Fence()))
 			le.Release(ctx) // once shown, each lease is ours to release
 		}
-		fmt.Printf("   snapshot: %v timed out: %v\n", got, snap.TimedOut)
+		fmt.Printf("   snapshot: %v timed out: %v\n", got, snap.NotAcquired)
 	}
 
 	fmt.Println("4. Do runs a function under the lock, keeps the lease alive, and always releases.")
@@ -166,7 +166,7 @@ func run(ctx context.Context, addr string) error {
 	fmt.Printf("   Do with a failing fn: err=%v; lock free again: %v\n", err, free(ctx, other, "order-42"))
 
 	fmt.Println("5. Do with NoWait runs a job once across replicas: a replica that finds it running skips it.")
-	running, err := other.Acquire(ctx, "nightly-report", 10*time.Second) // another replica runs the job
+	running, err := other.Acquire(ctx, "nightly-report", 10*time.Second, nil) // another replica runs the job
 	if err != nil {
 		return err
 	}

@@ -261,7 +261,7 @@ type result struct {
 // channel.
 func acquireAsync(l *lock.Locker, id string, ttl time.Duration) <-chan result {
 	ch := make(chan result, 1)
-	go func() { r, err := l.Acquire(ctx, id, ttl); ch <- result{r, err} }()
+	go func() { r, err := l.Acquire(ctx, id, ttl, nil); ch <- result{r, err} }()
 	return ch
 }
 
@@ -276,7 +276,7 @@ func CoreCommandCounts(t *testing.T, a Adapter) {
 	p := twoLockers(t, a)
 	ttl := 30 * time.Second
 	// Load the scripts and open the connections.
-	if r, err := p.a.Acquire(ctx, "warm", ttl); err != nil || !r.Acquired {
+	if r, err := p.a.Acquire(ctx, "warm", ttl, nil); err != nil || !r.Acquired {
 		t.Fatal(r, err)
 	} else {
 		_ = r.Lease.Release(ctx)
@@ -285,7 +285,7 @@ func CoreCommandCounts(t *testing.T, a Adapter) {
 	p.ca.Take()
 	p.cb.Take()
 
-	r, err := p.a.Acquire(ctx, "u", ttl)
+	r, err := p.a.Acquire(ctx, "u", ttl, nil)
 	if err != nil || !r.Acquired || r.WasInUse {
 		t.Fatalf("uncontended Acquire = %+v, %v", r, err)
 	}
@@ -295,7 +295,7 @@ func CoreCommandCounts(t *testing.T, a Adapter) {
 	ExpectCost(t, p.ca, "lock: uncontended Acquire + Release", 2, 2)
 
 	// A holds; B1 (process B) queues, so B is subscribed to the id.
-	held, err := p.a.Acquire(ctx, "c", ttl)
+	held, err := p.a.Acquire(ctx, "c", ttl, nil)
 	if err != nil || !held.Acquired {
 		t.Fatal(held, err)
 	}
@@ -366,7 +366,7 @@ func IdleWaitersOnlyHeartbeat(t *testing.T, a Adapter) {
 
 	ids := []string{"idle-1", "idle-2"}
 	for _, id := range ids {
-		r, err := holder.Acquire(ctx, id, time.Minute) // no holder timer fires within the window
+		r, err := holder.Acquire(ctx, id, time.Minute, nil) // no holder timer fires within the window
 		if err != nil || !r.Acquired {
 			t.Fatal(r, err)
 		}
@@ -378,7 +378,7 @@ func IdleWaitersOnlyHeartbeat(t *testing.T, a Adapter) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = waiters.Acquire(wctx, ids[i%2], time.Minute)
+			_, _ = waiters.Acquire(wctx, ids[i%2], time.Minute, nil)
 		}()
 	}
 	defer func() { cancel(); wg.Wait() }()

@@ -22,7 +22,7 @@ type Worked struct {
 // error of the stream, or of a release other than ErrNotHeld, ends it.
 func WorkAll(ctx context.Context, l *lock.Locker, ids []string, ttl, each time.Duration) (Worked, error) {
 	var w Worked
-	for snap, err := range l.AcquireMany(ctx, ids, ttl) {
+	for snap, err := range l.AcquireMany(ctx, ids, ttl, nil) {
 		if err != nil {
 			return w, err
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 	"github.com/redislocker/lock/internal/scripts"
 )
 
@@ -164,7 +165,7 @@ func resendOnce[T any](s *Steps, ctx context.Context, send func() (T, error)) (T
 	}
 	first := err
 	v, err = send()
-	if backend.Unsent(err) && !backend.Unsent(first) {
+	if fallback.Unsent(err) && !fallback.Unsent(first) {
 		err = backend.WithKind(backend.KindUnknown, err)
 	}
 	return v, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 )
 
 // fakeClient answers each Eval with the next reply of its script.
@@ -77,7 +78,7 @@ func TestNoScriptFallsBackToEval(t *testing.T) {
 // never reached it, after a first try that may have, is unknown.
 func TestFailureKinds(t *testing.T) {
 	s, _ := newFake(t, Hooks{}, Reply{Err: errRefused})
-	if err := s.Extend(context.Background(), "x", "T", time.Second); !backend.Unsent(err) || !errors.Is(err, errRefused) {
+	if err := s.Extend(context.Background(), "x", "T", time.Second); !fallback.Unsent(err) || !errors.Is(err, errRefused) {
 		t.Fatalf("refused = %v, want an unsent error matching the client's", err)
 	}
 	s, f := newFake(t, Hooks{ResendBroken: true}, Reply{Err: errReset}, Reply{Err: errRefused})
@@ -85,7 +86,7 @@ func TestFailureKinds(t *testing.T) {
 	if len(f.sent) != 2 {
 		t.Fatalf("sent %d times, want the step resent once", len(f.sent))
 	}
-	if backend.Unsent(err) || backend.KindOf(err) != backend.KindUnknown {
+	if fallback.Unsent(err) || backend.KindOf(err) != backend.KindUnknown {
 		t.Fatalf("reset then refused = %v (kind %v), want unknown: the first try may have run", err, backend.KindOf(err))
 	}
 	s, _ = newFake(t, Hooks{}, Reply{Err: errors.New("LOCKNOTHELD the token does not hold the lock")})

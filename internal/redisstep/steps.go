@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/scripts"
 )
@@ -155,7 +156,7 @@ func (s *Steps) release(ctx context.Context, id, token string) error {
 	})
 	if err == nil {
 		err = s.replyErr(r.Err)
-		if first != nil && !backend.Unsent(first) && errors.Is(err, backend.ErrNotHeld) {
+		if first != nil && !fallback.Unsent(first) && errors.Is(err, backend.ErrNotHeld) {
 			// The first send may have released the lock before its
 			// connection broke, and a later release of another token may
 			// have replaced the marker that answers a resend: the outcome
