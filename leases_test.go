@@ -13,7 +13,7 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/locktest"
 	"github.com/redislocker/lock/internal/testkit"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/memstore"
 )
 
 // These tests run inside a testing/synctest bubble: time.Sleep moves every
@@ -37,9 +37,9 @@ func newLocker(t *testing.T, b backend.Backend, o *lock.Options) *lock.Locker {
 	return l
 }
 
-func newStore(t *testing.T) *memorybackend.Store {
+func newStore(t *testing.T) *memstore.Store {
 	t.Helper()
-	s, err := memorybackend.NewStore(nil)
+	s, err := memstore.NewStore(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func (n *noExtendBatch) Extend(ctx context.Context, id, token string, ttl time.D
 
 // countBatches counts ExtendBatch round trips and the leases in them.
 type countBatches struct {
-	*memorybackend.Backend
+	*memstore.Backend
 	batches, leases atomic.Int64
 }
 
@@ -376,7 +376,7 @@ func (g *gatedSubscribe) Subscribe(ctx context.Context, id string, fn func(backe
 }
 
 // holdX has another process on store take "x" and returns its lease.
-func holdX(t *testing.T, store *memorybackend.Store) *lock.Lease {
+func holdX(t *testing.T, store *memstore.Store) *lock.Lease {
 	t.Helper()
 	res, err := newLocker(t, store.NewBackend(), nil).Acquire(context.Background(), "x", time.Minute, nil)
 	if err != nil || !res.Acquired {

@@ -14,7 +14,7 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/fallback"
 	"github.com/redislocker/lock/internal/testkit"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/memstore"
 )
 
 // recorder is an Observer that keeps every event.
@@ -86,7 +86,7 @@ func newObserved(t *testing.T, b backend.Backend, o lock.Options) (*lock.Locker,
 
 func TestObserverAcquireOutcomes(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	store := testkit.Must(memorybackend.NewStore(nil))
+	store := testkit.Must(memstore.NewStore(nil))
 	l, rec := newObserved(t, store.NewBackend(), lock.Options{})
 	other := mustLocker(store.NewBackend(), &lock.Options{Logger: quietLogger()})
 	defer other.Close()
@@ -187,7 +187,7 @@ func TestObserverAcquireOutcomes(t *testing.T) {
 
 // failing is a memory backend whose Acquire or Extend can be made to fail.
 type failing struct {
-	*memorybackend.Backend
+	*memstore.Backend
 	mu         sync.Mutex
 	acquireErr error
 	extendErr  error
@@ -232,7 +232,7 @@ func TestObserverErrorsExtendsAndLostLeases(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	// The store's clock stands still: a lease ends at the store only by
 	// ExpireNow, so Do's lease below is presumed lost by the Locker alone.
-	store := testkit.Must(memorybackend.NewStore(&memorybackend.Options{Clock: memorybackend.NewManualClock(time.Now())}))
+	store := testkit.Must(memstore.NewStore(&memstore.Options{Clock: memstore.NewManualClock(time.Now())}))
 	fb := &failing{Backend: store.NewBackend()}
 	l, rec := newObserved(t, fb, lock.Options{})
 	ctx := context.Background()
@@ -314,8 +314,8 @@ func TestObserverBatchesAndInspect(t *testing.T) {
 		step    string
 		inspect bool
 	}{
-		{"batcher", testkit.Must(memorybackend.New(nil)), "acquire_batch", true},
-		{"fallback", batchless{testkit.Must(memorybackend.New(nil))}, "acquire", false},
+		{"batcher", testkit.Must(memstore.New(nil)), "acquire_batch", true},
+		{"fallback", batchless{testkit.Must(memstore.New(nil))}, "acquire", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, rec := newObserved(t, tc.b, lock.Options{BatchTick: time.Millisecond})

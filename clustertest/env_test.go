@@ -147,7 +147,7 @@ func goRedisCluster(t *testing.T, addrs []string, name string, o redisbackend.Op
 // the test's end.
 func rueidisCluster(t *testing.T, addrs []string, name string, noCache bool, o rueidisbackend.Options) backend.Backend {
 	o.ClientOption = rueidis.ClientOption{InitAddress: addrs, ClientName: name, DisableCache: noCache}
-	return redisharness.RueidisBackend(t, o)
+	return redisharness.RueidisBackend(t, &o)
 }
 
 // shardedBackends are the two sharded listeners: redisbackend on a cluster

@@ -207,7 +207,7 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 	t.Run("rueidis", func(t *testing.T) {
 		ks := testKeys(t)
 		cnt := &rueidisCounter{}
-		b, err := rueidisbackend.New(rueidisbackend.Options{
+		b, err := rueidisbackend.New(&rueidisbackend.Options{
 			ClientOption: rueidis.ClientOption{InitAddress: e.c.Addrs()},
 			ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
 				c, err := rueidis.NewClient(o)
@@ -349,7 +349,7 @@ func BenchmarkAcquireMany(b *testing.B) {
 					}
 					be = rb
 				} else {
-					rb, err := rueidisbackend.New(rueidisbackend.Options{
+					rb, err := rueidisbackend.New(&rueidisbackend.Options{
 						ClientOption: rueidis.ClientOption{InitAddress: d.addrs, ForceSingleClient: !d.cluster},
 						Prefix:       ks.Prefix(),
 					})

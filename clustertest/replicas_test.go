@@ -38,7 +38,7 @@ type waitAdapter struct {
 var waitAdapters = []waitAdapter{
 	{
 		name:          "go-redis",
-		notReplicated: redisbackend.ErrNotReplicated,
+		notReplicated: backend.ErrNotReplicated,
 		single: func(t *testing.T, master string, sentinels []string, prefix string, replicas int) backend.Backend {
 			var client *redis.Client
 			if len(sentinels) > 0 {
@@ -54,13 +54,13 @@ var waitAdapters = []waitAdapter{
 	},
 	{
 		name:          "rueidis",
-		notReplicated: rueidisbackend.ErrNotReplicated,
+		notReplicated: backend.ErrNotReplicated,
 		single: func(t *testing.T, master string, sentinels []string, prefix string, replicas int) backend.Backend {
 			co := rueidis.ClientOption{InitAddress: []string{master}, ForceSingleClient: true}
 			if len(sentinels) > 0 {
 				co = rueidis.ClientOption{InitAddress: sentinels, Sentinel: rueidis.SentinelOption{MasterSet: rediscluster.MasterName}}
 			}
-			return redisharness.RueidisBackend(t, rueidisbackend.Options{ClientOption: co, Prefix: prefix, WaitReplicas: replicas})
+			return redisharness.RueidisBackend(t, &rueidisbackend.Options{ClientOption: co, Prefix: prefix, WaitReplicas: replicas})
 		},
 		cluster: func(t *testing.T, addrs []string, prefix string, replicas int) backend.Backend {
 			return rueidisCluster(t, addrs, "", false, rueidisbackend.Options{Prefix: prefix, WaitReplicas: replicas})

@@ -22,10 +22,10 @@ func TestTrackingOnCluster(t *testing.T) {
 	e := newClusterEnv(t)
 	name := uniqueName(t)
 	ks := testKeys(t)
-	newBackend := func(name string) *rueidisbackend.Backend {
-		b := rueidisCluster(t, e.c.Addrs(), name, false, rueidisbackend.Options{Prefix: ks.Prefix()}).(*rueidisbackend.Backend)
-		if b.Mode() != rueidisbackend.Tracking {
-			t.Fatalf("Mode() = %v", b.Mode())
+	newBackend := func(name string) backend.Backend {
+		b := rueidisCluster(t, e.c.Addrs(), name, false, rueidisbackend.Options{Prefix: ks.Prefix()})
+		if m := rueidisbackend.ModeOf(b); m != rueidisbackend.Tracking {
+			t.Fatalf("ModeOf = %v", m)
 		}
 		return b
 	}

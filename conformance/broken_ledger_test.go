@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/memstore"
 )
 
 // ledgerKinds are the kinds that ledgerBreakage implements, each with the
@@ -111,7 +111,7 @@ func newLedger() *ledger {
 type ledgerBreakage struct {
 	wrapped
 	kind  string
-	store *memorybackend.Store
+	store *memstore.Store
 	l     *ledger
 
 	subMu sync.Mutex
@@ -126,7 +126,7 @@ var (
 
 // newLedgerBreakage returns the ledgerBreakage of h's kind over inner, or
 // nil when the kind is not one of ledgerKinds.
-func newLedgerBreakage(h *brokenHarness, inner *memorybackend.Backend) backend.Backend {
+func newLedgerBreakage(h *brokenHarness, inner *memstore.Backend) backend.Backend {
 	if _, ok := ledgerKinds[h.kind]; !ok {
 		return nil
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/memstore"
 )
 
 // stepKinds are the kinds that stepBreakage implements; what each breaks:
@@ -52,7 +52,7 @@ var stepKinds = map[string]bool{
 type stepBreakage struct {
 	wrapped
 	kind   string
-	store  *memorybackend.Store
+	store  *memstore.Store
 	muted  *muter
 	fences *idFences
 	book   *stepBook
@@ -69,7 +69,7 @@ type stepBook struct {
 
 // newStepBreakage returns the stepBreakage of h's kind over inner, or nil
 // when the kind is not one of stepKinds.
-func newStepBreakage(h *brokenHarness, inner *memorybackend.Backend) backend.Backend {
+func newStepBreakage(h *brokenHarness, inner *memstore.Backend) backend.Backend {
 	if !stepKinds[h.kind] {
 		return nil
 	}

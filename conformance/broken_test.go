@@ -19,7 +19,7 @@ import (
 	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/fallback"
 	"github.com/redislocker/lock/internal/memharness"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/memstore"
 )
 
 // brokenEnv names the broken backend that TestBrokenBackend runs the suite
@@ -131,7 +131,7 @@ func newBrokenHarness(kind string) *brokenHarness {
 	mh := memharness.NewWith(kind == "no-waiter-cap", true)
 	if kind == "purge-slow" {
 		// The store purges one dead entry per step; Limits states more.
-		store, err := memorybackend.NewStore(&memorybackend.Options{MaxWaiters: memharness.MaxWaiters, PurgeLimit: 1, NoHandOff: true})
+		store, err := memstore.NewStore(&memstore.Options{MaxWaiters: memharness.MaxWaiters, PurgeLimit: 1, NoHandOff: true})
 		if err != nil {
 			panic(err)
 		}
@@ -182,11 +182,11 @@ func (h *brokenHarness) ForgetIdle(t *testing.T, id string) {
 }
 
 // memoryOf returns the memorybackend Backend inside b.
-func memoryOf(t *testing.T, b backend.Backend) *memorybackend.Backend {
+func memoryOf(t *testing.T, b backend.Backend) *memstore.Backend {
 	switch b := b.(type) {
-	case *memorybackend.Backend:
+	case *memstore.Backend:
 		return b
-	case interface{ memory() *memorybackend.Backend }:
+	case interface{ memory() *memstore.Backend }:
 		return b.memory()
 	}
 	t.Fatalf("not a backend of the broken harness: %T", b)
@@ -203,10 +203,10 @@ func (h *brokenHarness) ExpireNow(t *testing.T, id string) {
 // broken backends embed it and override the step they break, and get
 // backend.Batcher with the core's fallbacks over themselves (batched).
 type wrapped struct {
-	inner *memorybackend.Backend
+	inner *memstore.Backend
 }
 
-func (w wrapped) memory() *memorybackend.Backend { return w.inner }
+func (w wrapped) memory() *memstore.Backend { return w.inner }
 
 func (w wrapped) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
 	return w.inner.Acquire(ctx, req)
@@ -247,7 +247,7 @@ func leaveBatch(ctx context.Context, b backend.Backend, waiters []backend.Waiter
 // brokenBackend is a broken backend that wraps a memorybackend Backend.
 type brokenBackend interface {
 	backend.Backend
-	memory() *memorybackend.Backend
+	memory() *memstore.Backend
 }
 
 // batched gives a broken backend backend.Batcher through the core's
@@ -387,7 +387,7 @@ func (b *doubleGrant) Leave(ctx context.Context, id, token string) error {
 // that someone holds (the exclusion itself stays intact).
 type queueJump struct {
 	wrapped
-	store *memorybackend.Store
+	store *memstore.Store
 	mu    *sync.Mutex // shared by every backend of the harness
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock"
+	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/locktest"
 	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/redisbackend"
@@ -24,7 +25,7 @@ const timerSlack = 100 * time.Millisecond
 // options, as in the README: ContextTimeoutEnabled is false, so the client
 // ignores ctx deadlines and a step on a stalled server waits for its
 // ReadTimeout (3 s).
-func defaultGoRedis(e *env) *redisbackend.Backend {
+func defaultGoRedis(e *env) backend.Backend {
 	client := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
 	b, err := redisbackend.New(client, &redisbackend.Options{Prefix: e.prefix})
 	if err != nil {

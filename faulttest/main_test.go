@@ -105,7 +105,7 @@ func newGoRedis(t testing.TB, addr, prefix string, o clientOpts) backend.Backend
 // writes), so noRetries changes nothing.
 func newRueidis(disableCache bool) func(t testing.TB, addr, prefix string, o clientOpts) backend.Backend {
 	return func(t testing.TB, addr, prefix string, o clientOpts) backend.Backend {
-		b, err := rueidisbackend.New(rueidisbackend.Options{
+		b, err := rueidisbackend.New(&rueidisbackend.Options{
 			ClientOption: rueidis.ClientOption{
 				InitAddress:      []string{addr},
 				DisableCache:     disableCache,

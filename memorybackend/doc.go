@@ -5,7 +5,7 @@
 //
 // # Model
 //
-// A [Store] is one "server": the shared state of every lock id. A [Backend]
+// A [Store] is one "server": the shared state of every lock id. A Backend
 // is one "process" on a Store, with its own subscriptions and its own Close.
 // Several Backends made by [Store.NewBackend] contend on the same ids exactly
 // like separate machines on one Redis, each with its own inbox for
@@ -21,13 +21,11 @@
 //
 // # Time
 //
-// All lease expiries and waiter deadlines are measured by [Options.Clock]
-// (the real clock by default). To test code that uses a lock.Locker
-// without real waits, run it on the default clock inside a testing/synctest
-// bubble (Go 1.25+): time.Sleep there moves the store's clock and every
-// timer of the Locker (Lost, queue timeouts, heartbeats, keep-alive)
-// together. A [ManualClock] moves the store's clock only, for tests of the
-// backend's own steps. Expiry is lazy,
+// All lease expiries and waiter deadlines are measured by [Options.Now]
+// (time.Now by default). To test code that uses a lock.Locker without real
+// waits, run it on the default clock inside a testing/synctest bubble:
+// time.Sleep there moves the store's clock and every timer of the Locker
+// (Lost, queue timeouts, heartbeats, keep-alive) together. Expiry is lazy,
 // checked on access: there is no goroutine or timer per lease or waiter. A
 // lease whose expiry is at or before the clock's now is free, and a waiter
 // whose deadline is at or before now is dead: the next step on its id purges
@@ -39,13 +37,12 @@
 //
 // Fences and queue tickets come from two store-global monotonic counters.
 // A fence is the wall clock in microseconds at the grant, or the last
-// fence + 1 when that is not below it (with an injected Clock, for tests,
-// fences count from 1); a ticket counts from 1. A global
+// fence + 1 when that is not below it; a ticket counts from 1. A global
 // counter trivially gives strictly increasing fences per id in grant order
 // (S3), also across an id's idle periods, and strictly increasing tickets
 // per id in enqueue order (L2), and it needs no per-id state: once an id is
 // free and its queue is empty its entry is deleted, so no state is left
-// behind but the two counters (H2; [Store.Len] returns to 0). Because
+// behind but the two counters (H2). Because
 // fences follow the clock, a new Store (a restarted process) goes on above
 // the fences of the last one, as the Redis backends do, as long as the
 // clock does not step back. Fences and tickets of one id are increasing but
@@ -85,8 +82,9 @@
 // the head changed (a grant with waiters left, the head's Leave, a purge)
 // tells the new head, unless it is the step's requester:
 // backend.Wake{ID: id, Token: headToken, HolderTTL: the holder's remaining
-// TTL}. [Store.ExpireNow] ends a lease with no wake-up, like a Redis key
-// expiring.
+// TTL}. A lease that reaches its expiry ends with no wake-up, like a Redis
+// key expiring: the next step on the id, or a waiter's heartbeat, notices
+// it.
 //
 // # Direct hand-off
 //
@@ -106,21 +104,15 @@
 // does not release the locks its callers hold: as with a process that dies,
 // they expire.
 //
-// # Inspection
+// # Inspection and what is left
 //
-// [Store.Holder], [Store.Waiters], [Store.Len] and [Store.ExpireNow] let
-// tests look at and disturb the shared state; [Store.State] shows all that
-// the Store keeps for an id, expired or dead entries included.
+// A Backend is a backend.Inspector: Inspect shows an id's holder (a token
+// fingerprint), fence, remaining TTL and first waiters, and changes nothing.
 //
 // An id's entry goes with the step that leaves it with no holder and no
 // waiter. An entry whose lease ended, or whose waiters died, with no step
-// on the id since, stays until the next step on the id, until a sweep of
-// its shard finds it (each sweep looks at 4 entries, once per 16 new ids
-// of the shard), or until [Store.Len] or [Store.Forget] drops it: in a
-// Store that sees no new ids, an abandoned id keeps its entry. It is
-// never read as live. [Store.Forget] drops an idle
-// id's expired state at once, [Backend.DelaySubscriptions] makes
-// subscriptions slow to become live, and [Backend.DropNotifier] imitates a
-// reconnect of a Backend's wake-ups (the conformance suite's fault
-// capabilities). All are goroutine-safe.
+// on the id since, stays until the next step on the id, or until a sweep
+// of its shard finds it (each sweep looks at 4 entries, once per 16 new
+// ids of the shard): in a Store that sees no new ids, an abandoned id keeps
+// its entry. It is never read as live.
 package memorybackend

@@ -16,12 +16,12 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/memstore"
 	lockotel "github.com/redislocker/lock/otel"
 )
 
 // broken is a memory backend whose Acquire of the id "broken" fails.
-type broken struct{ *memorybackend.Backend }
+type broken struct{ *memstore.Backend }
 
 var errDown = errors.New("injected: the store is down")
 
@@ -124,7 +124,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // asserts each metric the package documents.
 func TestMetricsScenario(t *testing.T) {
 	tm := newTelemetry(t, false)
-	store, err := memorybackend.NewStore(nil)
+	store, err := memstore.NewStore(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestMetricsScenario(t *testing.T) {
 // asked for.
 func TestIDAttributeOptIn(t *testing.T) {
 	tm := newTelemetry(t, true)
-	b, err := memorybackend.New(nil)
+	b, err := memstore.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package redisbackend
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -57,42 +56,29 @@ type Options struct {
 	// The step is followed, on the same connection and in the same round
 	// trip, by WAIT WaitReplicas WaitTimeout (on Cluster, one WAIT per
 	// master in a batch). A grant that fewer replicas acknowledged within
-	// WaitTimeout is released again and fails with ErrNotReplicated (in
+	// WaitTimeout is released again and fails with backend.ErrNotReplicated (in
 	// AcquireBatch, that request's BatchGrant.Err). An Extend fails with
-	// ErrNotReplicated and leaves the earlier, confirmed, expiry as the one
+	// backend.ErrNotReplicated and leaves the earlier, confirmed, expiry as the one
 	// to trust. It narrows the failover risk to grants no replica had when
 	// they were confirmed; it does not close it (see the package doc).
 	// Every Acquire then waits for the replicas, granted or not, up to
 	// WaitTimeout while they lag. It needs a *redis.Client (one server, or
 	// a failover client) or a *redis.ClusterClient. Default: 0 (no WAIT).
 	WaitReplicas int
-	// WaitTimeout bounds each WAIT of WaitReplicas. Default:
-	// DefaultWaitTimeout (100 ms).
+	// WaitTimeout bounds each WAIT of WaitReplicas. Default: 100 ms.
 	WaitTimeout time.Duration
 }
-
-// Defaults of Options.
-const (
-	DefaultPrefix      = keys.DefaultPrefix
-	DefaultMaxWaiters  = redisstep.DefaultMaxWaiters
-	DefaultPurgeLimit  = redisstep.DefaultPurgeLimit
-	DefaultWaitTimeout = redisstep.DefaultWaitTimeout
-)
-
-// ErrNotReplicated (backend.ErrNotReplicated, also lock.ErrNotReplicated)
-// is the error, wrapped, of a grant or an extension that too few replicas
-// acknowledged (Options.WaitReplicas). It also matches lock.ErrBackend.
-var ErrNotReplicated = backend.ErrNotReplicated
 
 // steps names the shared step layer's type for embedding: Backend's steps
 // (Acquire, Release, Extend, Leave, Heartbeat, AcquireBatch, LeaveBatch,
 // Prefix, Resolution) are its methods.
 type steps = redisstep.Steps
 
-// Backend is a backend.Backend on Redis through go-redis. It also
-// implements backend.Batcher and backend.Resolver. It is safe for
-// concurrent use; one Backend is one "process" of the lock protocol.
-type Backend struct {
+// adapter is the backend.Backend that New returns: Redis through go-redis.
+// It also implements backend.Batcher, backend.Resolver, backend.HandOffer
+// and backend.Inspector. It is safe for concurrent use; one adapter is one
+// "process" of the lock protocol.
+type adapter struct {
 	*steps
 	subs  wakeSource
 	inbox *wakefns.Inbox // routes the inbox channel's wake-ups to each id's subscribers
@@ -107,21 +93,26 @@ type wakeSource interface {
 }
 
 var (
-	_ backend.Backend   = (*Backend)(nil)
-	_ backend.Batcher   = (*Backend)(nil)
-	_ backend.Resolver  = (*Backend)(nil)
-	_ backend.HandOffer = (*Backend)(nil)
+	_ backend.Backend   = (*adapter)(nil)
+	_ backend.Batcher   = (*adapter)(nil)
+	_ backend.Resolver  = (*adapter)(nil)
+	_ backend.HandOffer = (*adapter)(nil)
 )
 
-// New returns a Backend on client. nil opts means the defaults. It does no
-// I/O; the pub/sub connection is opened by the first Subscribe. Close the
-// Backend before the client: Close does not close the client.
-func New(client Client, opts *Options) (*Backend, error) {
+// New returns a backend.Backend on client, for lock.New; nil opts means
+// the defaults. It does no I/O; the pub/sub connection is opened by the
+// first Subscribe. Bad input (a nil or *redis.Ring client, a bad option)
+// is a *backend.ArgumentError naming it.
+//
+// Ownership: the caller built client, so the caller closes it, after the
+// Locker (whose Close closes this Backend: its pub/sub connection and
+// goroutines, never the client).
+func New(client Client, opts *Options) (backend.Backend, error) {
 	if client == nil {
-		return nil, errors.New("redisbackend: nil client")
+		return nil, &backend.ArgumentError{Arg: "client", Reason: "nil client"}
 	}
 	if _, ok := client.(*redis.Ring); ok {
-		return nil, errors.New("redisbackend: *redis.Ring is not supported: use a Client, a failover client or a ClusterClient")
+		return nil, &backend.ArgumentError{Arg: "client", Reason: "*redis.Ring is not supported (it shards channels by name): use a Client, a failover client or a ClusterClient"}
 	}
 	var o Options
 	if opts != nil {
@@ -138,7 +129,7 @@ func New(client Client, opts *Options) (*Backend, error) {
 			return nil, err
 		}
 	}
-	b := &Backend{inbox: wakefns.NewInbox()}
+	b := &adapter{inbox: wakefns.NewInbox()}
 	switch cc, isCluster := client.(*redis.ClusterClient); {
 	case !o.ShardedPubSub:
 		b.subs = newSubscriber(client, false)
@@ -146,7 +137,7 @@ func New(client Client, opts *Options) (*Backend, error) {
 		b.subs = newClusterSubscriber(cc)
 	default:
 		if _, ok := client.(shardSubscriber); !ok {
-			return nil, fmt.Errorf("redisbackend: Options.ShardedPubSub needs a client with SSubscribe; %T has none", client)
+			return nil, &backend.ArgumentError{Arg: "opts.ShardedPubSub", Reason: fmt.Sprintf("needs a client with SSubscribe; %T has none", client)}
 		}
 		b.subs = newSubscriber(client, true)
 	}
@@ -163,7 +154,7 @@ func New(client Client, opts *Options) (*Backend, error) {
 // Redis Cluster), which the first Subscribe (of the slot) subscribes; it
 // returns once the server has confirmed that. Every other Subscribe is a
 // local registration: no command.
-func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
+func (b *adapter) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
 	if err := redisstep.Check(b.steps, ctx); err != nil {
 		return nil, err
 	}
@@ -175,7 +166,7 @@ func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake
 
 // Close closes the pub/sub connection and waits for its goroutines. It
 // does not close the client. Later calls return backend.ErrClosed.
-func (b *Backend) Close() error {
+func (b *adapter) Close() error {
 	if !redisstep.Close(b.steps) {
 		return backend.ErrClosed
 	}
@@ -184,4 +175,4 @@ func (b *Backend) Close() error {
 }
 
 // keyNames returns the names of id's keys and channel.
-func (b *Backend) keyNames(id string) keys.ID { return redisstep.ConfigOf(b.steps).Keyspace().For(id) }
+func (b *adapter) keyNames(id string) keys.ID { return redisstep.ConfigOf(b.steps).Keyspace().For(id) }

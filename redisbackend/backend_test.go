@@ -21,7 +21,7 @@ import (
 
 var ctx = context.Background()
 
-func mustAcquire(t *testing.T, b *Backend, r backend.AcquireRequest) backend.Grant {
+func mustAcquire(t *testing.T, b *adapter, r backend.AcquireRequest) backend.Grant {
 	t.Helper()
 	g, err := b.Acquire(ctx, r)
 	if err != nil {
@@ -32,7 +32,7 @@ func mustAcquire(t *testing.T, b *Backend, r backend.AcquireRequest) backend.Gra
 
 func TestNewOptions(t *testing.T) {
 	e := newEnv(t)
-	b, err := New(e.raw, nil)
+	b, err := concrete(New(e.raw, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,11 +86,11 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	b.ReportMetric(float64(evalshaUsec(b, srv.Addr)-before)/float64(b.N), "server-µs/op")
 }
 
-func newBenchBackend(b *testing.B, addr string) (*Backend, *counter) {
+func newBenchBackend(b *testing.B, addr string) (*adapter, *counter) {
 	client := newClient(addr)
 	cnt := &counter{}
 	client.AddHook(cnt)
-	be, err := New(client, &Options{Prefix: "bench:"})
+	be, err := concrete(New(client, &Options{Prefix: "bench:"}))
 	if err != nil {
 		b.Fatal(err)
 	}

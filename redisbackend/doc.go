@@ -189,7 +189,7 @@
 // Options.WaitReplicas narrows this: every grant and every Extend is
 // followed, on the connection that ran it, by WAIT n timeout. A grant that
 // fewer than n replicas acknowledged in time is released again and fails
-// with ErrNotReplicated; an Extend fails and leaves the earlier, confirmed,
+// with backend.ErrNotReplicated; an Extend fails and leaves the earlier, confirmed,
 // expiry standing. A confirmed grant survives the failover of its master
 // to a replica that acknowledged it. It is not consensus. With more
 // replicas than n, a failover may promote one that did not acknowledge. A

@@ -23,7 +23,7 @@ func TestWrongPortCostsOneCommand(t *testing.T) {
 	defer client.Close()
 	cnt := &counter{}
 	client.AddHook(cnt)
-	b, err := New(client, nil)
+	b, err := concrete(New(client, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func newEnv(t *testing.T) *env {
 
 // newEnvBackend returns a new env on the shared server and one Backend
 // on it.
-func newEnvBackend(t *testing.T) (*env, *Backend) {
+func newEnvBackend(t *testing.T) (*env, *adapter) {
 	t.Helper()
 	e := newEnv(t)
 	b, _ := e.backend(nil)
@@ -101,7 +101,7 @@ func (c *counter) note(cmds ...redis.Cmder) {
 
 // backend returns a new Backend, with its own client (a separate "process"),
 // on the env's prefix, and the counter of its client's commands.
-func (e *env) backend(opts *Options) (*Backend, *counter) {
+func (e *env) backend(opts *Options) (*adapter, *counter) {
 	e.t.Helper()
 	client := newClient(e.addr)
 	cnt := &counter{}
@@ -113,7 +113,7 @@ func (e *env) backend(opts *Options) (*Backend, *counter) {
 	if o.Prefix == "" {
 		o.Prefix = e.prefix
 	}
-	b, err := New(client, &o)
+	b, err := concrete(New(client, &o))
 	if err != nil {
 		e.t.Fatal(err)
 	}

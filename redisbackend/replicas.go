@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redisstep"
 )
 
@@ -33,7 +34,7 @@ func newReplicas(client Client, cmds commands, waitTimeout time.Duration) (*repl
 	case *redis.ClusterClient:
 		r.cc, readTimeout = c, c.Options().ReadTimeout
 	default:
-		return nil, fmt.Errorf("redisbackend: Options.WaitReplicas needs a *redis.Client or *redis.ClusterClient (WAIT must follow a step on its connection); %T is neither", client)
+		return nil, &backend.ArgumentError{Arg: "opts.WaitReplicas", Reason: fmt.Sprintf("needs a *redis.Client or *redis.ClusterClient (WAIT must follow a step on its connection); %T is neither", client)}
 	}
 	if readTimeout == 0 {
 		readTimeout = 3 * time.Second // go-redis's default

@@ -198,7 +198,7 @@ func TestSubscribeFailsWhenServerIsDown(t *testing.T) {
 	srv.Stop()
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer client.Close()
-	b, err := New(client, nil)
+	b, err := concrete(New(client, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

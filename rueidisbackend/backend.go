@@ -18,15 +18,7 @@ import (
 	"github.com/redislocker/lock/internal/wakefns"
 )
 
-// The defaults of Options, those of redisbackend.
-const (
-	DefaultPrefix      = keys.DefaultPrefix
-	DefaultMaxWaiters  = redisstep.DefaultMaxWaiters
-	DefaultPurgeLimit  = redisstep.DefaultPurgeLimit
-	DefaultWaitTimeout = redisstep.DefaultWaitTimeout
-)
-
-// Options configures a Backend. The zero value means the defaults, except
+// Options configures a Backend. Every zero field means the default, except
 // that New needs ClientOption.InitAddress.
 type Options struct {
 	// ClientOption is what New builds the Backend's own rueidis client
@@ -72,20 +64,15 @@ type Options struct {
 	// WaitReplicas, when above zero, follows every grant and every Extend
 	// by WAIT WaitReplicas WaitTimeout in the same DoMulti (on Cluster, one
 	// per master, through rueidis's connection to it). A grant too few
-	// replicas acknowledged is released and fails with ErrNotReplicated.
+	// replicas acknowledged is released and fails with
+	// backend.ErrNotReplicated.
 	// The WAIT holds the connection it runs on (rueidis pipelines every
 	// command of a node on one connection) while replicas lag: keep
 	// WaitTimeout short. Default: 0 (no WAIT).
 	WaitReplicas int
-	// WaitTimeout bounds each WAIT of WaitReplicas. Default:
-	// DefaultWaitTimeout (100 ms).
+	// WaitTimeout bounds each WAIT of WaitReplicas. Default: 100 ms.
 	WaitTimeout time.Duration
 }
-
-// ErrNotReplicated is backend.ErrNotReplicated (also lock.ErrNotReplicated),
-// as in redisbackend: the error of a grant or an extension that too few
-// replicas acknowledged (Options.WaitReplicas).
-var ErrNotReplicated = backend.ErrNotReplicated
 
 // Mode is how a Backend learns of changes to the locks its waiters wait on.
 type Mode int
@@ -118,11 +105,12 @@ func (m Mode) String() string {
 // Prefix, Resolution) are its methods.
 type steps = redisstep.Steps
 
-// Backend is a backend.Backend on Redis through rueidis. It also
-// implements backend.Batcher and backend.Resolver. It is safe for
-// concurrent use; one Backend is one "process" of the lock protocol, with
-// an inbox of its own that its waiters' wake-ups come to.
-type Backend struct {
+// adapter is the backend.Backend that New and NewWithClient return: Redis
+// through rueidis. It also implements backend.Batcher, backend.Resolver,
+// backend.HandOffer and backend.Inspector. It is safe for concurrent use;
+// one adapter is one "process" of the lock protocol, with an inbox of its
+// own that its waiters' wake-ups come to.
+type adapter struct {
 	*steps
 	cfg    redisstep.Config
 	client rueidis.Client
@@ -135,28 +123,41 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend   = (*Backend)(nil)
-	_ backend.Batcher   = (*Backend)(nil)
-	_ backend.Resolver  = (*Backend)(nil)
-	_ backend.HandOffer = (*Backend)(nil)
+	_ backend.Backend   = (*adapter)(nil)
+	_ backend.Batcher   = (*adapter)(nil)
+	_ backend.Resolver  = (*adapter)(nil)
+	_ backend.HandOffer = (*adapter)(nil)
 )
 
 // New builds a rueidis client from opts.ClientOption (through
-// opts.ClientBuilder) and returns a Backend that owns it: Close closes it.
-// With caching on (the default) the client tracks the Backend's inbox keys
-// and wake-ups come from their invalidations; with
+// opts.ClientBuilder) and returns a backend.Backend, for lock.New, that
+// owns it. With caching on (the default) the client tracks the Backend's
+// inbox keys and wake-ups come from their invalidations; with
 // ClientOption.DisableCache, or when the server cannot track (rueidis
 // reports rueidis.ErrNoCache: Redis < 6 or no RESP3; or INFO names a Redis
-// older than 6.2), wake-ups come from pub/sub. Mode reports which one is
-// in use.
-func New(opts Options) (*Backend, error) {
-	b, err := newBackend(&opts)
+// older than 6.2), wake-ups come from pub/sub. ModeOf reports which one is
+// in use. Bad options (nil opts, no ClientOption.InitAddress nor Sentinel,
+// ReplicaOnly) are a *backend.ArgumentError naming the field; a client
+// that cannot be built is that error.
+//
+// Ownership: whoever builds a client closes it. New builds this one, so
+// the Backend closes it, in its Close (which the Locker's Close calls).
+// Tracking mode needs the client built this way, because rueidis attaches
+// the invalidation callback when it builds a client.
+func New(opts *Options) (backend.Backend, error) {
+	if opts == nil {
+		return nil, &backend.ArgumentError{Arg: "opts", Reason: "nil: New needs opts.ClientOption.InitAddress (or use NewWithClient)"}
+	}
+	if len(opts.ClientOption.InitAddress) == 0 && opts.ClientOption.Sentinel.MasterSet == "" {
+		return nil, &backend.ArgumentError{Arg: "opts.ClientOption.InitAddress", Reason: "no address to connect to"}
+	}
+	b, err := newBackend(opts)
 	if err != nil {
 		return nil, err
 	}
 	o := opts.ClientOption
 	if o.ReplicaOnly || o.SendToReplicas != nil {
-		return nil, errors.New("rueidisbackend: ClientOption.ReplicaOnly and SendToReplicas are not supported: every step writes")
+		return nil, &backend.ArgumentError{Arg: "opts.ClientOption.ReplicaOnly", Reason: "ReplicaOnly and SendToReplicas are not supported: every step writes"}
 	}
 	build := opts.ClientBuilder
 	if build == nil {
@@ -305,7 +306,7 @@ func clusterSlots(ctx context.Context, client rueidis.Client) ([]slotRange, erro
 }
 
 // listen sets up the PubSub mode's subscriptions.
-func (b *Backend) listen() {
+func (b *adapter) listen() {
 	if b.cfg.Sharded() {
 		b.sps = newSpubsub(b.client)
 	} else {
@@ -313,22 +314,23 @@ func (b *Backend) listen() {
 	}
 }
 
-// NewWithClient returns a Backend on a client the caller built and keeps:
-// Close does not close it. A rueidis client attaches its invalidation
-// callback when it is built, so this Backend cannot use tracking. Its
-// wake-ups come from pub/sub, on one connection it takes from the client's
-// dedicated pool for its lifetime. opts.ClientOption and
-// opts.ClientBuilder must be zero; nil opts means the defaults.
-func NewWithClient(client rueidis.Client, opts *Options) (*Backend, error) {
+// NewWithClient returns a backend.Backend, for lock.New, on a client the
+// caller built, and so closes (after the Locker): the Backend's Close does
+// not close it. A rueidis client attaches its invalidation callback when
+// it is built, so this Backend cannot use tracking. Its wake-ups come from
+// pub/sub, on one connection it takes from the client's dedicated pool for
+// its lifetime. opts.ClientOption and opts.ClientBuilder must be zero; nil
+// opts means the defaults. Bad input is a *backend.ArgumentError naming it.
+func NewWithClient(client rueidis.Client, opts *Options) (backend.Backend, error) {
 	if client == nil {
-		return nil, errors.New("rueidisbackend: nil client")
+		return nil, &backend.ArgumentError{Arg: "client", Reason: "nil client"}
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	if o.ClientBuilder != nil || o.ClientOption.InitAddress != nil || o.ClientOption.Sentinel.MasterSet != "" {
-		return nil, errors.New("rueidisbackend: NewWithClient takes no ClientOption or ClientBuilder: use New for a client the Backend builds")
+		return nil, &backend.ArgumentError{Arg: "opts.ClientOption", Reason: "NewWithClient takes no ClientOption or ClientBuilder: use New for a client the Backend builds"}
 	}
 	b, err := newBackend(&o)
 	if err != nil {
@@ -340,7 +342,7 @@ func NewWithClient(client rueidis.Client, opts *Options) (*Backend, error) {
 	return b, nil
 }
 
-func newBackend(o *Options) (*Backend, error) {
+func newBackend(o *Options) (*adapter, error) {
 	cfg, err := redisstep.Validate("rueidisbackend", redisstep.Options{
 		Prefix: o.Prefix, MaxWaiters: o.MaxWaiters, PurgeLimit: o.PurgeLimit,
 		ShardedPubSub: o.ShardedPubSub, WaitReplicas: o.WaitReplicas, WaitTimeout: o.WaitTimeout,
@@ -348,14 +350,14 @@ func newBackend(o *Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg, inbox: wakefns.NewInbox()}, nil
+	return &adapter{cfg: cfg, inbox: wakefns.NewInbox()}, nil
 }
 
 // bind sets up the steps once the client and the mode are there. rueidis
 // never resends a write, so the steps resend a step once after a broken
 // connection. In Tracking mode the scripts push wake-ups to the inbox
 // keys.
-func (b *Backend) bind() {
+func (b *adapter) bind() {
 	var r redisstep.Replicas
 	if b.cfg.WaitReplicas() > 0 {
 		r = &replicas{client: b.client}
@@ -375,7 +377,7 @@ const drainBatch = 1000
 // plain command of the tracking connection, so NOLOOP keeps its write from
 // coming back as an invalidation (a script's write would come back: Redis
 // does not apply NOLOOP to them in broadcasting mode).
-func (b *Backend) drain(ctx context.Context, inboxes []string) ([][]string, error) {
+func (b *adapter) drain(ctx context.Context, inboxes []string) ([][]string, error) {
 	out := make([][]string, len(inboxes))
 	todo := make([]int, len(inboxes))
 	for i := range todo {
@@ -407,12 +409,17 @@ func (b *Backend) drain(ctx context.Context, inboxes []string) ([][]string, erro
 	return out, first
 }
 
-// Mode reports how the Backend learns of released locks: Tracking or
-// PubSub.
-func (b *Backend) Mode() Mode { return b.mode }
+// ModeOf reports how b, a Backend of this package, learns of released
+// locks: Tracking or PubSub. It returns 0 for any other backend.
+func ModeOf(b backend.Backend) Mode {
+	if a, ok := b.(*adapter); ok {
+		return a.mode
+	}
+	return 0
+}
 
 // keyNames returns the names of id's keys and channel.
-func (b *Backend) keyNames(id string) keys.ID { return b.cfg.Keyspace().For(id) }
+func (b *adapter) keyNames(id string) keys.ID { return b.cfg.Keyspace().For(id) }
 
 // Subscribe delivers id's wake-ups to fn until cancel is called.
 //
@@ -422,7 +429,7 @@ func (b *Backend) keyNames(id string) keys.ID { return b.cfg.Keyspace().For(id) 
 // Subscribe (per slot's inbox with ShardedPubSub on Cluster) returns once
 // the server has confirmed the SUBSCRIBE of the inbox; later ones only
 // register fn.
-func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
+func (b *adapter) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
 	if err := redisstep.Check(b.steps, ctx); err != nil {
 		return nil, err
 	}
@@ -439,9 +446,10 @@ func (b *Backend) Subscribe(ctx context.Context, id string, fn func(backend.Wake
 }
 
 // Close ends the Backend's subscriptions and waits for its goroutines; a
-// Backend from New also closes its client (a client given to NewWithClient
-// is left open). Later calls return backend.ErrClosed.
-func (b *Backend) Close() error {
+// Backend from New also closes the client New built (a client given to
+// NewWithClient is left open: its builder closes it). Later calls return
+// backend.ErrClosed.
+func (b *adapter) Close() error {
 	if !redisstep.Close(b.steps) {
 		return backend.ErrClosed
 	}

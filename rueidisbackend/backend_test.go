@@ -15,6 +15,8 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/redisstep"
 	"github.com/redislocker/lock/internal/redistest"
 )
 
@@ -37,18 +39,18 @@ func TestNewOptions(t *testing.T) {
 	co.ClientTrackingOptions = []string{"OPTIN"}
 	co.PipelineMultiplex = 3
 	co.DisableAutoPipelining = true
-	d, err := New(Options{ClientOption: e.clientOption()})
+	d, err := concrete(New(&Options{ClientOption: e.clientOption()}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Mode() != Tracking || d.Prefix() != DefaultPrefix || d.cfg.MaxWaiters() != DefaultMaxWaiters || d.cfg.PurgeLimit() != DefaultPurgeLimit {
-		t.Fatalf("defaults: mode %v prefix %q maxWaiters %d purgeLimit %d", d.Mode(), d.Prefix(), d.cfg.MaxWaiters(), d.cfg.PurgeLimit())
+	if d.mode != Tracking || d.Prefix() != keys.DefaultPrefix || d.cfg.MaxWaiters() != redisstep.DefaultMaxWaiters || d.cfg.PurgeLimit() != redisstep.DefaultPurgeLimit {
+		t.Fatalf("defaults: mode %v prefix %q maxWaiters %d purgeLimit %d", d.mode, d.Prefix(), d.cfg.MaxWaiters(), d.cfg.PurgeLimit())
 	}
 	d.Close()
-	b, err := New(Options{ClientOption: co, Prefix: e.prefix, ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
+	b, err := concrete(New(&Options{ClientOption: co, Prefix: e.prefix, ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
 		built = o
 		return rueidis.NewClient(o)
-	}})
+	}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func TestNewOptions(t *testing.T) {
 		{ClientOption: rueidis.ClientOption{InitAddress: []string{e.addr}, ReplicaOnly: true}},
 		{}, // no address
 	} {
-		if b, err := New(bad); err == nil {
+		if b, err := New(&bad); err == nil {
 			b.Close()
 			t.Errorf("New(%+v) succeeded, want an error", bad)
 		}
@@ -100,8 +102,8 @@ func TestNewOptions(t *testing.T) {
 	if _, err := NewWithClient(e.raw, &Options{ClientOption: e.clientOption()}); err == nil {
 		t.Error("NewWithClient with a ClientOption succeeded")
 	}
-	nb, err := NewWithClient(e.raw, nil)
-	if err != nil || nb.Mode() != PubSub {
+	nb, err := concrete(NewWithClient(e.raw, nil))
+	if err != nil || nb.mode != PubSub {
 		t.Fatalf("NewWithClient = %v, %v", nb, err)
 	}
 	if err := nb.Close(); err != nil {
@@ -118,19 +120,19 @@ func TestNewOptions(t *testing.T) {
 func TestNewFallsBackToPubSub(t *testing.T) {
 	e := newEnv(t)
 	var calls []bool
-	b, err := New(Options{ClientOption: e.clientOption(), Prefix: e.prefix, ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
+	b, err := concrete(New(&Options{ClientOption: e.clientOption(), Prefix: e.prefix, ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
 		calls = append(calls, o.DisableCache)
 		if !o.DisableCache {
 			return nil, fmt.Errorf("HELLO: unknown command: %w", rueidis.ErrNoCache) // as a Redis 5 answers
 		}
 		return rueidis.NewClient(o)
-	}})
+	}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if b.Mode() != PubSub || !slices.Equal(calls, []bool{false, true}) {
-		t.Fatalf("mode %v after builds with DisableCache %v, want pubsub after [false true]", b.Mode(), calls)
+	if b.mode != PubSub || !slices.Equal(calls, []bool{false, true}) {
+		t.Fatalf("mode %v after builds with DisableCache %v, want pubsub after [false true]", b.mode, calls)
 	}
 	w := adaptertest.Subscribed(t, b, "f")
 	p, _ := e.backend(PubSub, nil)
@@ -146,7 +148,7 @@ func TestNewFallsBackToPubSub(t *testing.T) {
 
 	// Any other build error is returned.
 	boom := errors.New("boom")
-	if _, err := New(Options{ClientOption: e.clientOption(), ClientBuilder: func(rueidis.ClientOption) (rueidis.Client, error) { return nil, boom }}); !errors.Is(err, boom) {
+	if _, err := New(&Options{ClientOption: e.clientOption(), ClientBuilder: func(rueidis.ClientOption) (rueidis.Client, error) { return nil, boom }}); !errors.Is(err, boom) {
 		t.Fatalf("New with a failing builder = %v, want boom", err)
 	}
 }
@@ -232,7 +234,7 @@ func TestPubSubServerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	b, err := NewWithClient(client, nil)
+	b, err := concrete(NewWithClient(client, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

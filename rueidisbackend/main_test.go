@@ -146,7 +146,7 @@ var modes = []Mode{Tracking, PubSub}
 // backend returns a new Backend of the given mode, with a client of its
 // own (a separate "process") on the env's prefix, and the counter of its
 // client's commands.
-func (e *env) backend(mode Mode, opts *Options) (*Backend, *counter) {
+func (e *env) backend(mode Mode, opts *Options) (*adapter, *counter) {
 	e.t.Helper()
 	cnt := &counter{}
 	var o Options
@@ -172,12 +172,12 @@ func (e *env) backend(mode Mode, opts *Options) (*Backend, *counter) {
 		}
 		return rueidishook.WithHook(c, cnt), nil
 	}
-	b, err := New(o)
+	b, err := concrete(New(&o))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if b.Mode() != mode {
-		e.t.Fatalf("Mode() = %v, want %v", b.Mode(), mode)
+	if b.mode != mode {
+		e.t.Fatalf("Mode() = %v, want %v", b.mode, mode)
 	}
 	e.t.Cleanup(func() { _ = b.Close() })
 	return b, cnt

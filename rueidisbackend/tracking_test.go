@@ -31,7 +31,7 @@ func TestInboxWakesOnlyTheHeadsProcess(t *testing.T) {
 	w2, _ := e.backend(Tracking, nil)
 	x1, x2 := adaptertest.NewWakes(), adaptertest.NewWakes()
 	for _, s := range []struct {
-		b  *Backend
+		b  *adapter
 		fn func(backend.Wake)
 	}{{w1, x1.Fn}, {w2, x2.Fn}} {
 		cancel, err := s.b.Subscribe(ctx, "x", s.fn)

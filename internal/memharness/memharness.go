@@ -10,7 +10,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/conformance"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/memstore"
 )
 
 // The harness's small limits, so that waiter-cap and purge-limit can fill
@@ -22,10 +22,10 @@ const (
 
 // Harness makes backends on one Store: one Backend per "process".
 type Harness struct {
-	Store *memorybackend.Store
+	Store *memstore.Store
 	// Unwrap, when set, returns the memorybackend Backend inside a backend
 	// that NewBackend of an embedding harness made.
-	Unwrap func(t *testing.T, b backend.Backend) *memorybackend.Backend
+	Unwrap func(t *testing.T, b backend.Backend) *memstore.Backend
 
 	noHandOff bool
 }
@@ -40,11 +40,11 @@ func New(uncapped bool) *Harness {
 // NewWith is New, with direct hand-off turned off when noHandOff is set
 // (the wake-then-acquire fallback, see backend.HandOffer).
 func NewWith(uncapped, noHandOff bool) *Harness {
-	opts := &memorybackend.Options{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit, NoHandOff: noHandOff}
+	opts := &memstore.Options{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit, NoHandOff: noHandOff}
 	if uncapped {
 		opts.MaxWaiters = 0
 	}
-	store, err := memorybackend.NewStore(opts)
+	store, err := memstore.NewStore(opts)
 	if err != nil {
 		panic(fmt.Sprintf("memharness: %v", err)) // the options above are valid
 	}
@@ -83,11 +83,11 @@ func (h *Harness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duratio
 }
 
 // memory returns the memorybackend Backend that b is or wraps.
-func (h *Harness) memory(t *testing.T, b backend.Backend) *memorybackend.Backend {
+func (h *Harness) memory(t *testing.T, b backend.Backend) *memstore.Backend {
 	if h.Unwrap != nil {
 		return h.Unwrap(t, b)
 	}
-	m, ok := b.(*memorybackend.Backend)
+	m, ok := b.(*memstore.Backend)
 	if !ok {
 		t.Fatalf("not a memorybackend Backend: %T", b)
 	}

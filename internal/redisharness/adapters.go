@@ -55,10 +55,10 @@ func Rueidis(t *testing.T, tg Target, mode rueidisbackend.Mode, opts *rueidisbac
 	return newHarness(t, tg, o.Prefix, func(t *testing.T, conns *notifyconn.Conns) backend.Backend {
 		co := rueidis.ClientOption{InitAddress: tg.Addrs, ForceSingleClient: !tg.Cluster, DialCtxFn: conns.DialCtx}
 		o := o
-		var b *rueidisbackend.Backend
+		var b backend.Backend
 		if tracking {
 			o.ClientOption = co
-			b = RueidisBackend(t, o)
+			b = RueidisBackend(t, &o)
 		} else {
 			co.DisableCache = true
 			client, err := rueidis.NewClient(co)
@@ -72,8 +72,8 @@ func Rueidis(t *testing.T, tg Target, mode rueidisbackend.Mode, opts *rueidisbac
 			}
 			t.Cleanup(func() { _ = b.Close() })
 		}
-		if b.Mode() != mode {
-			t.Fatalf("Mode() = %v, want %v", b.Mode(), mode)
+		if got := rueidisbackend.ModeOf(b); got != mode {
+			t.Fatalf("ModeOf = %v, want %v", got, mode)
 		}
 		return b
 	})
@@ -82,7 +82,7 @@ func Rueidis(t *testing.T, tg Target, mode rueidisbackend.Mode, opts *rueidisbac
 // GoRedisBackend returns redisbackend.New(client, opts), failing the test
 // on error. The Backend and then client are closed at the test's end;
 // registered before the suite's own cleanups, that runs after them.
-func GoRedisBackend(t testing.TB, client redis.UniversalClient, opts *redisbackend.Options) *redisbackend.Backend {
+func GoRedisBackend(t testing.TB, client redis.UniversalClient, opts *redisbackend.Options) backend.Backend {
 	b, err := redisbackend.New(client, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func GoRedisBackend(t testing.TB, client redis.UniversalClient, opts *redisbacke
 
 // RueidisBackend returns rueidisbackend.New(opts), failing the test on
 // error, closed at the test's end.
-func RueidisBackend(t testing.TB, opts rueidisbackend.Options) *rueidisbackend.Backend {
+func RueidisBackend(t testing.TB, opts *rueidisbackend.Options) backend.Backend {
 	b, err := rueidisbackend.New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/scripts"
 )
@@ -46,42 +47,45 @@ type Config struct {
 func Validate(name string, o Options) (Config, error) {
 	ks, err := keys.New(o.Prefix)
 	if err != nil {
-		return Config{}, fmt.Errorf("%s: Options.Prefix: %w", name, err)
+		return Config{}, argErr("opts.Prefix", err.Error())
 	}
 	c := Config{name: name, ks: ks, maxWaiters: o.MaxWaiters, purgeLimit: o.PurgeLimit, publish: scripts.Classic}
 	switch {
 	case c.maxWaiters == 0:
 		c.maxWaiters = DefaultMaxWaiters
 	case c.maxWaiters < 0:
-		return Config{}, fmt.Errorf("%s: Options.MaxWaiters %d is negative", name, c.maxWaiters)
+		return Config{}, argErr("opts.MaxWaiters", fmt.Sprintf("must not be negative, got %d", c.maxWaiters))
 	}
 	switch {
 	case c.purgeLimit == 0:
 		c.purgeLimit = DefaultPurgeLimit
 	case c.purgeLimit < 0 || c.purgeLimit > scripts.MaxPurgeLimit:
-		return Config{}, fmt.Errorf("%s: Options.PurgeLimit %d is not in 1..%d", name, c.purgeLimit, scripts.MaxPurgeLimit)
+		return Config{}, argErr("opts.PurgeLimit", fmt.Sprintf("must be in 1..%d (0 for the default), got %d", scripts.MaxPurgeLimit, c.purgeLimit))
 	}
 	if o.ShardedPubSub {
 		c.publish = scripts.Sharded
 	}
 	switch {
 	case o.WaitReplicas < 0:
-		return Config{}, fmt.Errorf("%s: Options.WaitReplicas %d is negative", name, o.WaitReplicas)
+		return Config{}, argErr("opts.WaitReplicas", fmt.Sprintf("must not be negative, got %d", o.WaitReplicas))
 	case o.WaitTimeout < 0:
-		return Config{}, fmt.Errorf("%s: Options.WaitTimeout %v is negative", name, o.WaitTimeout)
+		return Config{}, argErr("opts.WaitTimeout", fmt.Sprintf("must not be negative, got %v", o.WaitTimeout))
 	case o.WaitReplicas > 0:
 		c.waitReplicas, c.waitTimeout = o.WaitReplicas, o.WaitTimeout
 		if c.waitTimeout == 0 {
 			c.waitTimeout = DefaultWaitTimeout
 		}
 		if c.waitTimeout < time.Millisecond {
-			return Config{}, fmt.Errorf("%s: Options.WaitTimeout %v is below WAIT's resolution of 1ms", name, c.waitTimeout)
+			return Config{}, argErr("opts.WaitTimeout", fmt.Sprintf("%v is below WAIT's resolution of 1ms", c.waitTimeout))
 		}
 	}
 	c.consts = scripts.NewConsts(c.maxWaiters, c.purgeLimit, c.publish)
 	c.process = newProcess()
 	return c, nil
 }
+
+// argErr is the *backend.ArgumentError of a bad option.
+func argErr(arg, reason string) error { return &backend.ArgumentError{Arg: arg, Reason: reason} }
 
 // newProcess returns a random name for one Backend's inboxes: 64 bits
 // from crypto/rand, in hex.

@@ -1,5 +1,5 @@
 //go:build race
 
-package memorybackend_test
+package memstore_test
 
 const raceEnabled = true

@@ -1,4 +1,4 @@
-package memorybackend
+package memstore
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package memorybackend_test
+package memstore_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/testkit"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/memstore"
 )
 
 // The scenarios below drive one id, "x", through the backend interface with
@@ -31,20 +31,20 @@ var epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type env struct {
 	ctx   context.Context
-	clock *memorybackend.ManualClock
-	store *memorybackend.Store
+	clock *memstore.ManualClock
+	store *memstore.Store
 	b     backend.Backend
 
 	mu    sync.Mutex
 	wakes []backend.Wake
 }
 
-func newEnv(t *testing.T, opts memorybackend.Options) *env {
+func newEnv(t *testing.T, opts memstore.Options) *env {
 	t.Helper()
-	e := &env{ctx: context.Background(), clock: memorybackend.NewManualClock(epoch)}
+	e := &env{ctx: context.Background(), clock: memstore.NewManualClock(epoch)}
 	opts.Clock = e.clock
 	opts.NoHandOff = !handOff(opts)
-	e.store = testkit.Must(memorybackend.NewStore(&opts))
+	e.store = testkit.Must(memstore.NewStore(&opts))
 	e.b = e.store.NewBackend()
 	other := e.store.NewBackend()
 	cancel, err := e.b.Subscribe(e.ctx, id, func(w backend.Wake) {
@@ -229,7 +229,7 @@ func TestChecklist(t *testing.T) {
 	hour := time.Hour
 	tests := []struct {
 		name string
-		opts memorybackend.Options
+		opts memstore.Options
 		ops  []op
 	}{
 		{name: "1 grant on a free id", ops: []op{
@@ -302,7 +302,7 @@ func TestChecklist(t *testing.T) {
 			try("B", granted(2, ttl)),
 			queue("N"), holder("B"),
 		}},
-		{name: "2 a full queue returns ErrQueueFull and enqueues nothing", opts: memorybackend.Options{MaxWaiters: 2}, ops: []op{
+		{name: "2 a full queue returns ErrQueueFull and enqueues nothing", opts: memstore.Options{MaxWaiters: 2}, ops: []op{
 			try("A", granted(1, ttl)),
 			wait("B", queued(1, true, ttl)),
 			wait("C", queued(2, false, ttl)),
@@ -416,7 +416,7 @@ func TestChecklist(t *testing.T) {
 			beat("nobody", gone),
 			queue(),
 		}},
-		{name: "1 purge removes every expired waiter, not only the head", opts: memorybackend.Options{MaxWaiters: 2}, ops: []op{
+		{name: "1 purge removes every expired waiter, not only the head", opts: memstore.Options{MaxWaiters: 2}, ops: []op{
 			acquireOp("A", hour, false, granted(1, hour), nil),
 			wait("B", queued(1, true, hour)),
 			wait("C", queued(2, false, hour)),
@@ -427,7 +427,7 @@ func TestChecklist(t *testing.T) {
 			wait("D", queued(3, false, hour-6*time.Second)),
 			queue("B", "D"), rawQueue(2),
 		}},
-		{name: "1 purge is bounded by PurgeLimit per step", opts: memorybackend.Options{PurgeLimit: 2}, ops: []op{
+		{name: "1 purge is bounded by PurgeLimit per step", opts: memstore.Options{PurgeLimit: 2}, ops: []op{
 			acquireOp("A", hour, false, granted(1, hour), nil),
 			wait("W1", queued(1, true, hour)),
 			wait("W2", queued(2, false, hour)),
@@ -443,7 +443,7 @@ func TestChecklist(t *testing.T) {
 			wait("L", queued(6, true, hour-6*time.Second)), rawQueue(1),
 			queue("L"), woke(),
 		}},
-		{name: "1 an expired entry beyond the purge limit is neither kept nor refreshed", opts: memorybackend.Options{PurgeLimit: 1}, ops: []op{
+		{name: "1 an expired entry beyond the purge limit is neither kept nor refreshed", opts: memstore.Options{PurgeLimit: 1}, ops: []op{
 			acquireOp("A", hour, false, granted(1, hour), nil),
 			wait("W0", queued(1, true, hour)),
 			advance(time.Second),
@@ -543,7 +543,7 @@ func TestChecklist(t *testing.T) {
 const handOffLimit = 7777
 
 // handOff reports whether opts are those of a hand-off test.
-func handOff(opts memorybackend.Options) bool { return opts.PurgeLimit == handOffLimit }
+func handOff(opts memstore.Options) bool { return opts.PurgeLimit == handOffLimit }
 
 // waitAt is an Acquire with Wait for lease, by a Store that hands off: it
 // expects the requester queued with ticket (head or not), the holder's TTL,
@@ -580,7 +580,7 @@ func handed(tok string, fence uint64, lease time.Duration, next string) op {
 // the next head; a dead head is purged, never granted.
 func TestChecklistHandOff(t *testing.T) {
 	const short = 3 * time.Second
-	opts := memorybackend.Options{PurgeLimit: handOffLimit}
+	opts := memstore.Options{PurgeLimit: handOffLimit}
 	tests := []struct {
 		name string
 		ops  []op

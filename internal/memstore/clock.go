@@ -1,4 +1,4 @@
-package memorybackend
+package memstore
 
 import (
 	"sync"
@@ -43,7 +43,7 @@ func (c *ManualClock) Now() time.Time {
 // store's clock never goes back.
 func (c *ManualClock) Advance(d time.Duration) {
 	if d < 0 {
-		panic("memorybackend: ManualClock.Advance with a negative duration")
+		panic("memstore: ManualClock.Advance with a negative duration")
 	}
 	c.mu.Lock()
 	c.now = c.now.Add(d)

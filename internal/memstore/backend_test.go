@@ -1,4 +1,4 @@
-package memorybackend_test
+package memstore_test
 
 import (
 	"context"
@@ -11,15 +11,15 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/fallback"
 	"github.com/redislocker/lock/internal/testkit"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/memstore"
 )
 
-func newManual(t *testing.T, opts memorybackend.Options) (*memorybackend.ManualClock, *memorybackend.Store) {
+func newManual(t *testing.T, opts memstore.Options) (*memstore.ManualClock, *memstore.Store) {
 	t.Helper()
-	c := memorybackend.NewManualClock(epoch)
+	c := memstore.NewManualClock(epoch)
 	opts.Clock = c
 	opts.NoHandOff = !handOff(opts)
-	return c, testkit.Must(memorybackend.NewStore(&opts))
+	return c, testkit.Must(memstore.NewStore(&opts))
 }
 
 func req(id, tok string, wait bool) backend.AcquireRequest {
@@ -37,7 +37,7 @@ func mustAcquire(t *testing.T, b backend.Backend, r backend.AcquireRequest) back
 
 func TestCloseReturnsErrClosed(t *testing.T) {
 	ctx := context.Background()
-	_, s := newManual(t, memorybackend.Options{})
+	_, s := newManual(t, memstore.Options{})
 	b, other := s.NewBackend(), s.NewBackend()
 	mustAcquire(t, b, req("x", "A", false))
 	mustAcquire(t, other, req("x", "B", true))
@@ -99,7 +99,7 @@ func TestCloseReturnsErrClosed(t *testing.T) {
 }
 
 func TestCancelledContext(t *testing.T) {
-	_, s := newManual(t, memorybackend.Options{})
+	_, s := newManual(t, memstore.Options{})
 	b := s.NewBackend()
 	mustAcquire(t, b, req("x", "A", false))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,7 +135,7 @@ func TestCancelledContext(t *testing.T) {
 }
 
 func TestEmptyTokenIsRejected(t *testing.T) {
-	b := testkit.Must(memorybackend.New(nil))
+	b := testkit.Must(memstore.New(nil))
 	if _, err := b.Acquire(context.Background(), req("x", "", false)); !errors.Is(err, backend.ErrInvalidArgument) {
 		t.Fatalf("Acquire with an empty token: err = %v, want ErrInvalidArgument", err)
 	}
@@ -146,7 +146,7 @@ func TestEmptyTokenIsRejected(t *testing.T) {
 
 func TestBatcher(t *testing.T) {
 	ctx := context.Background()
-	_, s := newManual(t, memorybackend.Options{MaxWaiters: 1})
+	_, s := newManual(t, memstore.Options{MaxWaiters: 1})
 	var b backend.Backend = s.NewBackend()
 	if _, ok := b.(backend.Batcher); !ok {
 		t.Fatal("*Backend is not a backend.Batcher")
@@ -202,7 +202,7 @@ func TestBatcher(t *testing.T) {
 
 func TestHeartbeatMany(t *testing.T) {
 	ctx := context.Background()
-	clock, s := newManual(t, memorybackend.Options{})
+	clock, s := newManual(t, memstore.Options{})
 	b := s.NewBackend()
 	mustAcquire(t, b, req("a", "H", false))
 	mustAcquire(t, b, req("a", "W1", true))
@@ -253,7 +253,7 @@ func TestHeartbeatMany(t *testing.T) {
 
 func TestSubscribe(t *testing.T) {
 	ctx := context.Background()
-	_, s := newManual(t, memorybackend.Options{})
+	_, s := newManual(t, memstore.Options{})
 	b1, b2 := s.NewBackend(), s.NewBackend()
 
 	var rec testkit.Recorder[backend.Wake]
@@ -303,7 +303,7 @@ func TestSubscribe(t *testing.T) {
 // into the backend.
 func TestSubscriberMayCallBack(t *testing.T) {
 	ctx := context.Background()
-	b := testkit.Must(memorybackend.New(nil))
+	b := testkit.Must(memstore.New(nil))
 	var g backend.Grant
 	var gerr error
 	cancel, err := b.Subscribe(ctx, "x", func(w backend.Wake) {
@@ -328,7 +328,7 @@ func TestSubscriberMayCallBack(t *testing.T) {
 
 func TestFencesIncreasePerID(t *testing.T) {
 	ctx := context.Background()
-	clock, s := newManual(t, memorybackend.Options{})
+	clock, s := newManual(t, memstore.Options{})
 	b := s.NewBackend()
 	last := map[string]uint64{}
 	for i := 0; i < 100; i++ {
@@ -364,7 +364,7 @@ func TestFencesIncreasePerID(t *testing.T) {
 }
 
 func TestLenSweepsExpiredState(t *testing.T) {
-	clock, s := newManual(t, memorybackend.Options{})
+	clock, s := newManual(t, memstore.Options{})
 	b := s.NewBackend()
 	for i := 0; i < 1000; i++ {
 		id := string(rune('a'+i%26)) + string(rune('0'+i/26%10)) + string(rune('A'+i/260))
@@ -389,7 +389,7 @@ func TestLenSweepsExpiredState(t *testing.T) {
 
 func TestDefaultsUseTheRealClock(t *testing.T) {
 	ctx := context.Background()
-	b := testkit.Must(memorybackend.New(nil))
+	b := testkit.Must(memstore.New(nil))
 	g, err := b.Acquire(ctx, backend.AcquireRequest{ID: "x", Token: "A", TTL: time.Hour})
 	if err != nil || !g.Acquired || g.Fence < uint64(time.Now().Add(-time.Minute).UnixMicro()) { // fences follow the wall clock
 		t.Fatalf("Acquire = %+v, %v", g, err)
@@ -406,7 +406,7 @@ func TestDefaultsUseTheRealClock(t *testing.T) {
 }
 
 func TestManualClock(t *testing.T) {
-	c := memorybackend.NewManualClock(epoch)
+	c := memstore.NewManualClock(epoch)
 	if !c.Now().Equal(epoch) {
 		t.Fatalf("Now = %v, want %v", c.Now(), epoch)
 	}
@@ -427,7 +427,7 @@ func TestUncontendedAllocations(t *testing.T) {
 		t.Skip("allocation counts differ under the race detector")
 	}
 	ctx := context.Background()
-	b := testkit.Must(memorybackend.New(nil))
+	b := testkit.Must(memstore.New(nil))
 	r := backend.AcquireRequest{ID: "alloc", Token: "tok", TTL: time.Minute}
 	allocs := testing.AllocsPerRun(1000, func() {
 		if _, err := b.Acquire(ctx, r); err != nil {
@@ -447,7 +447,7 @@ func TestUncontendedAllocations(t *testing.T) {
 // (never granted, or expired); a closed backend fails the whole call.
 func TestExtendBatch(t *testing.T) {
 	ctx := context.Background()
-	clock, s := newManual(t, memorybackend.Options{})
+	clock, s := newManual(t, memstore.Options{})
 	b := s.NewBackend()
 	mustAcquire(t, b, req("a", "A", false))
 	mustAcquire(t, b, req("b", "B", false))

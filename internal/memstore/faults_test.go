@@ -1,4 +1,4 @@
-package memorybackend_test
+package memstore_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/testkit"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/memstore"
 )
 
 // TestDelaySubscriptions: a delayed Subscribe returns only after the
@@ -16,7 +16,7 @@ import (
 // ends it with ctx's error and subscribes nothing.
 func TestDelaySubscriptions(t *testing.T) {
 	const d = 50 * time.Millisecond
-	s := testkit.Must(memorybackend.NewStore(&memorybackend.Options{NoHandOff: true}))
+	s := testkit.Must(memstore.NewStore(&memstore.Options{NoHandOff: true}))
 	a, b := s.NewBackend(), s.NewBackend()
 	ctx := context.Background()
 	// handOver: A acquires id, B queues behind it, A releases.
@@ -67,7 +67,7 @@ func TestDelaySubscriptions(t *testing.T) {
 // TestDropNotifier: every subscription of the Backend, and only of it,
 // gets Wake{All}.
 func TestDropNotifier(t *testing.T) {
-	s := testkit.Must(memorybackend.NewStore(nil))
+	s := testkit.Must(memstore.NewStore(nil))
 	a, b := s.NewBackend(), s.NewBackend()
 	ctx := context.Background()
 	var wa, wb []backend.Wake
@@ -91,8 +91,8 @@ func TestDropNotifier(t *testing.T) {
 // TestForget: Forget drops an entry with nothing live and keeps one that
 // has a live holder; fences go on from the store-wide counter.
 func TestForget(t *testing.T) {
-	clock := memorybackend.NewManualClock(time.Unix(0, 0))
-	s := testkit.Must(memorybackend.NewStore(&memorybackend.Options{Clock: clock}))
+	clock := memstore.NewManualClock(time.Unix(0, 0))
+	s := testkit.Must(memstore.NewStore(&memstore.Options{Clock: clock}))
 	b := s.NewBackend()
 	ctx := context.Background()
 	g1, err := b.Acquire(ctx, backend.AcquireRequest{ID: "x", Token: "A", TTL: time.Second})

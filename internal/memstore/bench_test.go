@@ -1,4 +1,4 @@
-package memorybackend_test
+package memstore_test
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/testkit"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/memstore"
 )
 
 // BenchmarkAcquireRelease measures one uncontended Acquire+Release cycle on
 // the real clock.
 func BenchmarkAcquireRelease(b *testing.B) {
 	ctx := context.Background()
-	var be backend.Backend = testkit.Must(memorybackend.New(nil))
+	var be backend.Backend = testkit.Must(memstore.New(nil))
 	r := backend.AcquireRequest{ID: "bench", Token: "token", TTL: time.Minute}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -35,7 +35,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // goroutines on one Store, each on its own id.
 func BenchmarkAcquireReleaseParallel(b *testing.B) {
 	ctx := context.Background()
-	var be backend.Backend = testkit.Must(memorybackend.New(nil))
+	var be backend.Backend = testkit.Must(memstore.New(nil))
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -1,4 +1,4 @@
-package memorybackend
+package memstore
 
 // QueueLen returns the raw length of id's queue, expired but not yet purged
 // entries included, so that tests can see what a step purged.

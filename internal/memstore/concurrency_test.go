@@ -1,4 +1,4 @@
-package memorybackend_test
+package memstore_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/testkit"
-	"github.com/redislocker/lock/memorybackend"
+	"github.com/redislocker/lock/internal/memstore"
 )
 
 // TestConcurrentMutualExclusion runs many goroutines on several Backends of
@@ -25,9 +25,9 @@ func TestConcurrentMutualExclusion(t *testing.T) {
 		rounds     = 50
 	)
 	ids := []string{"a", "b", "c"}
-	clock := memorybackend.NewManualClock(epoch)
-	store := testkit.Must(memorybackend.NewStore(&memorybackend.Options{Clock: clock}))
-	backends := make([]*memorybackend.Backend, procs)
+	clock := memstore.NewManualClock(epoch)
+	store := testkit.Must(memstore.NewStore(&memstore.Options{Clock: clock}))
+	backends := make([]*memstore.Backend, procs)
 	for i := range backends {
 		backends[i] = store.NewBackend()
 	}
@@ -80,7 +80,7 @@ func TestConcurrentMutualExclusion(t *testing.T) {
 // runOne acquires id as tok (waiting for wake-ups), checks that it is the only
 // holder, and releases; with giveUp it leaves the queue instead of waiting
 // when not granted at once. It reports false after a failure.
-func runOne(t *testing.T, ctx context.Context, b *memorybackend.Backend, store *memorybackend.Store,
+func runOne(t *testing.T, ctx context.Context, b *memstore.Backend, store *memstore.Store,
 	id, tok string, giveUp bool, holders func(int32) int32, lastFence *atomic.Uint64, grants *atomic.Int64) bool {
 	woken := make(chan struct{}, 1)
 	cancel, err := b.Subscribe(ctx, id, func(w backend.Wake) {
