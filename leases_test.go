@@ -12,8 +12,8 @@ import (
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/locktest"
-	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/internal/memstore"
+	"github.com/redislocker/lock/internal/testkit"
 )
 
 // These tests run inside a testing/synctest bubble: time.Sleep moves every

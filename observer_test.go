@@ -13,8 +13,8 @@ import (
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/fallback"
-	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/internal/memstore"
+	"github.com/redislocker/lock/internal/testkit"
 )
 
 // recorder is an Observer that keeps every event.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/fallback"
-	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/internal/memstore"
+	"github.com/redislocker/lock/internal/testkit"
 )
 
 func newManual(t *testing.T, opts memstore.Options) (*memstore.ManualClock, *memstore.Store) {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/internal/memstore"
+	"github.com/redislocker/lock/internal/testkit"
 )
 
 // BenchmarkAcquireRelease measures one uncontended Acquire+Release cycle on

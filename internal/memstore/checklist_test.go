@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/internal/memstore"
+	"github.com/redislocker/lock/internal/testkit"
 )
 
 // The scenarios below drive one id, "x", through the backend interface with

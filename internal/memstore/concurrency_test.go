@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/testkit"
 	"github.com/redislocker/lock/internal/memstore"
+	"github.com/redislocker/lock/internal/testkit"
 )
 
 // TestConcurrentMutualExclusion runs many goroutines on several Backends of
