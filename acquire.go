@@ -307,7 +307,7 @@ func (l *Locker) retryable(ctx context.Context, err error) bool {
 
 // abandon handles a failed step: its outcome is unknown, so the token's
 // queue entry and any raced grant are removed (S6). A step that never
-// reached the store (backend.Unsent) took no effect, and a cleanup sent
+// reached the store (fallback.Unsent) took no effect, and a cleanup sent
 // now would most likely not reach it either: none is sent, and an entry
 // an earlier step left expires after WaiterTimeout. It returns the step's
 // error, wrapped.

@@ -5,11 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
-	"regexp"
-	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -199,37 +195,4 @@ func Example_fencing() {
 	stale, _ := db.Exec(ctx, q, 99, res.Lease.Fence()-1) // a holder with an older fence
 	fmt.Println("rows written:", n, "by a stale holder:", stale)
 	// Output: rows written: 1 by a stale holder: 0
-}
-
-// TestREADMESnippets checks that every Go snippet of README.md is a part of
-// this file (indentation and blank lines aside), so that the README shows
-// code that compiles and runs.
-func TestREADMESnippets(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile("example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	norm := func(s string) string {
-		var out []string
-		for _, line := range strings.Split(s, "\n") {
-			if line = strings.TrimSpace(line); line != "" {
-				out = append(out, line)
-			}
-		}
-		return "\n" + strings.Join(out, "\n") + "\n"
-	}
-	snippets := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
-	if len(snippets) == 0 {
-		t.Fatal("README.md has no Go snippet; this test would check nothing")
-	}
-	file := norm(string(src))
-	for _, m := range snippets {
-		if !strings.Contains(file, norm(m[1])) {
-			t.Errorf("this README.md snippet is not in example_test.go; change both together:\n%s", m[1])
-		}
-	}
 }

@@ -77,7 +77,7 @@ type oursProc struct {
 }
 
 func (p *oursProc) Lock(ctx context.Context, id string, ttl time.Duration) (func(context.Context) error, error) {
-	r, err := p.l.Acquire(ctx, id, ttl)
+	r, err := p.l.Acquire(ctx, id, ttl, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func newOursGoRedis(e *env) (proc, error) {
 
 func newOursRueidis(pubsub bool) func(e *env) (proc, error) {
 	return func(e *env) (proc, error) {
-		b, err := rueidisbackend.New(rueidisbackend.Options{
+		b, err := rueidisbackend.New(&rueidisbackend.Options{
 			Prefix:       e.prefix,
 			ClientOption: rueidis.ClientOption{InitAddress: []string{e.addr}, DisableCache: pubsub},
 			ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {

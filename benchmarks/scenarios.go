@@ -720,16 +720,16 @@ func (r *runner) many(l lib, progress func(string)) (Many, error) {
 			return out, err
 		}
 		out.Snapshots = 0
-		for s, err := range lk.AcquireMany(ctx, manyIDs, ttl) {
+		for s, err := range lk.AcquireMany(ctx, manyIDs, ttl, nil) {
 			if err != nil {
 				releaseAll(leases)
 				return out, err
 			}
 			out.Snapshots++
 			leases = append(leases, s.Acquired...)
-			if len(s.TimedOut) > 0 {
+			if len(s.NotAcquired) > 0 {
 				releaseAll(leases)
-				return out, fmt.Errorf("AcquireMany: %d free ids timed out", len(s.TimedOut))
+				return out, fmt.Errorf("AcquireMany: %d free ids timed out", len(s.NotAcquired))
 			}
 		}
 		b, err := r.snap(ctx, e, false)
@@ -742,7 +742,7 @@ func (r *runner) many(l lib, progress func(string)) (Many, error) {
 			return out, fmt.Errorf("AcquireMany granted %d of %d free ids", len(leases), out.N)
 		}
 		for _, id := range loopIDs {
-			res, err := lk.Acquire(ctx, id, ttl)
+			res, err := lk.Acquire(ctx, id, ttl, nil)
 			if err == nil && !res.Acquired {
 				err = fmt.Errorf("Acquire(%s) of a free id: not acquired", id)
 			}

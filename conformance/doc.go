@@ -7,9 +7,7 @@
 // A backend package has a short conformance_test.go:
 //
 //	func TestConformance(t *testing.T) {
-//		conformance.Run(t, func(t *testing.T) conformance.Harness {
-//			return newHarness(t) // a store shared by the backends it makes
-//		})
+//		conformance.Run(t, newHarness) // newHarness(t) returns a Harness on a fresh store
 //	}
 //
 // Run makes one subtest per property, named after it, and a new Harness for
@@ -45,7 +43,7 @@
 //     ValidUntil, and ValidUntil is at most the call's return plus ttl.
 //   - fencing (S3): fences strictly increase over successive holders (after
 //     release, queue hand-off and expiry); Extend keeps the fence; a retried
-//     AcquireWith with the same Token returns the same fence.
+//     Acquire with the same Token returns the same fence.
 //   - owner-only (S4): Release and Extend by a non-owner, or by an owner
 //     whose lease expired and was taken over, return ErrNotHeld and leave the
 //     new holder's lock alone; Extend after expiry does not re-create the
@@ -61,7 +59,7 @@
 //     returns ErrBackend and leaves nothing held or queued.
 //   - retry-remaining-ttl (S2, S6): a retried Acquire by the holder, alone
 //     and in a batch, reports the TTL that is left after 400 ms, not the
-//     TTL it asks for; a lease from a retried AcquireWith is valid no longer
+//     TTL it asks for; a lease from a retried Acquire is valid no longer
 //     than the first grant.
 //   - fence-after-idle (S3): fences strictly increase across a release, an
 //     expiry and an emptied queue, each followed (with a Forgetter) by the

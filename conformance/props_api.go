@@ -69,11 +69,11 @@ func badInput(e *env) {
 		{"Acquire(ttl 0)", "ttl", func() error { _, err := l.Acquire(ctx, id, 0, nil); return err }},
 		{"Acquire(ttl -1s)", "ttl", func() error { _, err := l.Acquire(ctx, id, -time.Second, nil); return err }},
 		{"TryAcquire(ttl 0)", "ttl", func() error { _, err := l.TryAcquire(ctx, id, 0); return err }},
-		{"AcquireWith(token over MaxTokenLength)", "token", func() error {
+		{"Acquire(token over MaxTokenLength)", "token", func() error {
 			_, err := l.Acquire(ctx, id, longTTL, &lock.AcquireOptions{Token: strings.Repeat("t", backend.MaxTokenLength+1)})
 			return err
 		}},
-		{"AcquireWith(negative QueueTimeout)", "QueueTimeout", func() error {
+		{"Acquire(negative QueueTimeout)", "QueueTimeout", func() error {
 			_, err := l.Acquire(ctx, id, longTTL, &lock.AcquireOptions{QueueTimeout: -time.Second})
 			return err
 		}},
@@ -130,7 +130,7 @@ func badInput(e *env) {
 	e.checkBad(sc, lock.ErrClosed, []badCall{
 		{"Acquire after Close", "", func() error { _, err := lc.Acquire(ctx, id, longTTL, nil); return err }},
 		{"TryAcquire after Close", "", func() error { _, err := lc.TryAcquire(ctx, id, longTTL); return err }},
-		{"AcquireWith after Close", "", func() error {
+		{"Acquire after Close", "", func() error {
 			_, err := lc.Acquire(ctx, id, longTTL, &lock.AcquireOptions{Token: "closed-" + nonce})
 			return err
 		}},

@@ -65,7 +65,7 @@ func noGoroutineLeak(e *env) {
 	// A wait ended by the queue timeout, one by a cancel.
 	held = e.mustAcquire(la, id, longTTL)
 	if res, err := lb.Acquire(ctx, id, longTTL, &lock.AcquireOptions{QueueTimeout: 100 * time.Millisecond}); err != nil || res.Acquired {
-		e.errorf("AcquireWith(QueueTimeout 100ms) on a held id: Acquired=%v err=%v", res.Acquired, err)
+		e.errorf("Acquire(QueueTimeout 100ms) on a held id: Acquired=%v err=%v", res.Acquired, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	p = e.queuedAsync(cctx, lc, sc, id, longTTL)

@@ -377,7 +377,7 @@ func queueTimeoutProp(e *env) {
 		}
 	}
 	check("Acquire with QueueTimeout "+qt.String(), func() (lock.Result, error) { return lb.Acquire(ctx, id, longTTL, nil) })
-	check("AcquireWith(QueueTimeout "+qt.String()+") on a Locker with a longer one", func() (lock.Result, error) {
+	check("Acquire(QueueTimeout "+qt.String()+") on a Locker with a longer one", func() (lock.Result, error) {
 		return lc.Acquire(ctx, id, longTTL, &lock.AcquireOptions{QueueTimeout: qt})
 	})
 	e.mustRelease(held)

@@ -194,7 +194,7 @@ func (e *env) notTakenBefore(lb *lock.Locker, id string, vu time.Time, ttl time.
 
 // S3. Fences strictly increase across successive holders of an id (after
 // release, after a queue hand-off, after expiry); Extend keeps the fence;
-// a retried AcquireWith with the same token returns the same fence.
+// a retried Acquire with the same token returns the same fence.
 func fencing(e *env) {
 	la, _ := e.defaultLocker()
 	lb, _ := e.defaultLocker()
@@ -239,26 +239,26 @@ func fencing(e *env) {
 	for _, l := range []*lock.Locker{lb2, lc} {
 		res, err := l.Acquire(ctx, id, longTTL, &lock.AcquireOptions{Token: next.Token()})
 		if err != nil || !res.Acquired || res.Lease == nil {
-			e.errorf("a retried AcquireWith with the holder's token: Acquired=%v err=%v, want the existing lease", res.Acquired, err)
+			e.errorf("a retried Acquire with the holder's token: Acquired=%v err=%v, want the existing lease", res.Acquired, err)
 			continue
 		}
 		if res.Lease.Fence() != next.Fence() {
-			e.errorf("a retried AcquireWith with the holder's token (after an Extend) returned fence %d, want the same fence %d",
+			e.errorf("a retried Acquire with the holder's token (after an Extend) returned fence %d, want the same fence %d",
 				res.Lease.Fence(), next.Fence())
 		}
 	}
 	e.mustRelease(next)
 
-	// A retried AcquireWith on a free id, twice in a row.
+	// A retried Acquire on a free id, twice in a row.
 	tok := "fencing-retry-" + nonce
 	r1, err1 := la.Acquire(ctx, id, longTTL, &lock.AcquireOptions{Token: tok})
 	r2, err2 := la.Acquire(ctx, id, longTTL, &lock.AcquireOptions{Token: tok})
 	if err1 != nil || err2 != nil || !r1.Acquired || !r2.Acquired {
-		e.fatalf("AcquireWith the same token twice: (%v, %v) and (%v, %v), want two grants", r1.Acquired, err1, r2.Acquired, err2)
+		e.fatalf("Acquire the same token twice: (%v, %v) and (%v, %v), want two grants", r1.Acquired, err1, r2.Acquired, err2)
 	}
 	check("after release", r1.Lease)
 	if r2.Lease.Fence() != r1.Lease.Fence() {
-		e.errorf("a retried AcquireWith with the same token returned fence %d, want %d", r2.Lease.Fence(), r1.Lease.Fence())
+		e.errorf("a retried Acquire with the same token returned fence %d, want %d", r2.Lease.Fence(), r1.Lease.Fence())
 	}
 	e.mustRelease(r1.Lease)
 

@@ -80,10 +80,10 @@ func retryRemainingTTL(e *env) {
 	if !advances {
 		r, err := l.Acquire(ctx, id, ttl, &lock.AcquireOptions{Token: tok})
 		if err != nil || !r.Acquired {
-			e.fatalf("AcquireWith the holder's token: Acquired=%v err=%v", r.Acquired, err)
+			e.fatalf("Acquire the holder's token: Acquired=%v err=%v", r.Acquired, err)
 		}
 		if most := returned.Add(ttl + res); r.Lease.ValidUntil().After(most) {
-			e.errorf("a lease from a retried AcquireWith is valid until %v after the first grant returned, more than its ttl %v: it claims validity the store never granted",
+			e.errorf("a lease from a retried Acquire is valid until %v after the first grant returned, more than its ttl %v: it claims validity the store never granted",
 				r.Lease.ValidUntil().Sub(returned), ttl)
 		}
 	}

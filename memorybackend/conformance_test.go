@@ -8,10 +8,14 @@ import (
 )
 
 // TestConformance runs the shared suite against the in-memory backend: one
-// Store per harness, one Backend per "process".
+// Store per harness, one Backend per "process". It is the conformance
+// package doc's snippet.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness { return memharness.New(false) })
+	conformance.Run(t, newHarness) // newHarness(t) returns a Harness on a fresh store
 }
+
+// newHarness returns a harness on a new Store, with direct hand-off.
+func newHarness(*testing.T) conformance.Harness { return memharness.New(false) }
 
 // TestConformanceNoHandOff runs the suite with direct hand-off off: the
 // core's wake-then-acquire fallback, as a backend without

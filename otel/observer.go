@@ -3,8 +3,14 @@
 // not depend on OpenTelemetry.
 //
 //	obs, err := lockotel.NewObserver(nil) // the global MeterProvider and TracerProvider
-//	...
-//	locker := lock.New(b, &lock.Options{Observer: obs})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	locker, err := lock.New(b, &lock.Options{Observer: obs})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer locker.Close()
 //
 // # Metrics
 //

@@ -136,7 +136,7 @@ func TestMetricsScenario(t *testing.T) {
 	waiters := func() int64 { return value(t, tm.collect(t)["lock.waiters"]) }
 
 	// granted, then released (hold time), extended, lost.
-	a, err := l.Acquire(ctx, "a", time.Minute)
+	a, err := l.Acquire(ctx, "a", time.Minute, nil)
 	if err != nil || !a.Acquired {
 		t.Fatal(a, err)
 	}
@@ -146,7 +146,7 @@ func TestMetricsScenario(t *testing.T) {
 	if err := a.Lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x, err := l.Acquire(ctx, "x", time.Minute)
+	x, err := l.Acquire(ctx, "x", time.Minute, nil)
 	if err != nil || !x.Acquired {
 		t.Fatal(x, err)
 	}
@@ -157,19 +157,19 @@ func TestMetricsScenario(t *testing.T) {
 
 	// busy, queue timeout, cancelled, granted after a wait: b is held by
 	// another process.
-	held, err := other.Acquire(ctx, "b", time.Minute)
+	held, err := other.Acquire(ctx, "b", time.Minute, nil)
 	if err != nil || !held.Acquired {
 		t.Fatal(held, err)
 	}
 	if r, err := l.TryAcquire(ctx, "b", time.Minute); err != nil || r.Acquired {
 		t.Fatal(r, err)
 	}
-	if r, err := l.AcquireWith(ctx, "b", time.Minute, &lock.AcquireOptions{QueueTimeout: 20 * time.Millisecond}); err != nil || r.Acquired {
+	if r, err := l.Acquire(ctx, "b", time.Minute, &lock.AcquireOptions{QueueTimeout: 20 * time.Millisecond}); err != nil || r.Acquired {
 		t.Fatal(r, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { _, err := l.Acquire(cctx, "b", time.Minute); done <- err }()
+	go func() { _, err := l.Acquire(cctx, "b", time.Minute, nil); done <- err }()
 	eventually(t, "lock.waiters reaches 1", func() bool { return waiters() == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -179,7 +179,7 @@ func TestMetricsScenario(t *testing.T) {
 	tr := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tm.spans)).Tracer("caller")
 	pctx, parent := tr.Start(ctx, "caller")
 	got := make(chan lock.Result, 1)
-	go func() { r, _ := l.Acquire(pctx, "b", time.Minute); got <- r }()
+	go func() { r, _ := l.Acquire(pctx, "b", time.Minute, nil); got <- r }()
 	eventually(t, "lock.waiters back at 1", func() bool { return waiters() == 1 })
 	if err := held.Lease.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestIDAttributeOptIn(t *testing.T) {
 	}
 	l := newLocker(t, b, &lock.Options{Observer: tm.obs, Logger: quiet()})
 	defer l.Close()
-	r, err := l.Acquire(context.Background(), "job-7", time.Minute)
+	r, err := l.Acquire(context.Background(), "job-7", time.Minute, nil)
 	if err != nil || !r.Acquired {
 		t.Fatal(r, err)
 	}

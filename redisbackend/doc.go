@@ -5,10 +5,16 @@
 // newer.
 //
 //	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	defer client.Close()
 //	b, err := redisbackend.New(client, nil) // prefix "lock:"
-//	...
+//	if err != nil {
+//		log.Fatal(err)
+//	}
 //	locker, err := lock.New(b, nil)
-//	defer locker.Close() // closes b; close client after it
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer locker.Close() // closes b; the deferred client.Close runs after it
 //
 // # Keys
 //

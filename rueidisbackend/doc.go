@@ -6,11 +6,16 @@
 // per-process inbox channel. It needs Redis 5 or newer; tracking needs
 // Redis 6.2 or newer (LPOP with a count) with RESP3.
 //
-//	b, err := rueidisbackend.New(rueidisbackend.Options{
+//	b, err := rueidisbackend.New(&rueidisbackend.Options{
 //		ClientOption: rueidis.ClientOption{InitAddress: []string{"localhost:6379"}},
 //	})
-//	...
+//	if err != nil {
+//		log.Fatal(err)
+//	}
 //	locker, err := lock.New(b, nil)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
 //	defer locker.Close() // closes b, which closes the client it built
 //
 // # Why the Backend builds its client

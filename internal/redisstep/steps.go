@@ -24,8 +24,8 @@ type Hooks struct {
 	ResendBroken bool
 }
 
-// Steps are the backend steps of a Redis adapter: backend.Lock,
-// backend.Queue, backend.Batcher and backend.Resolver. An adapter embeds
+// Steps are the backend steps of a Redis adapter: backend.Backend's
+// steps but Subscribe and Close, backend.Batcher and backend.Resolver. An adapter embeds
 // it and adds Subscribe and Close. Safe for concurrent use.
 type Steps struct {
 	cfg     Config
