@@ -42,7 +42,7 @@ type AcquireOptions struct {
 	// KeepAlive makes the Locker keep the lease alive: it extends it by
 	// its ttl every ExtendEvery, in one batched step with its other
 	// kept-alive leases, until Release, Close, or loss (Lost then fires).
-	// Default false, unless the Locker's Options.KeepAlive is set.
+	// Default false (Do always keeps its lease alive).
 	KeepAlive bool
 	// ExtendEvery is the keep-alive period. Default ttl/3. It must be
 	// shorter than ttl.
@@ -51,7 +51,7 @@ type AcquireOptions struct {
 
 // check validates the options of a call with ttl, and returns the
 // keep-alive period (0 when not kept alive).
-func (o *AcquireOptions) check(ttl time.Duration, keepAll bool) (time.Duration, error) {
+func (o *AcquireOptions) check(ttl time.Duration) (time.Duration, error) {
 	if err := checkToken(o.Token); err != nil {
 		return 0, err
 	}
@@ -61,7 +61,7 @@ func (o *AcquireOptions) check(ttl time.Duration, keepAll bool) (time.Duration, 
 	if o.ExtendEvery < 0 || o.ExtendEvery >= ttl {
 		return 0, argErr("opts.ExtendEvery", fmt.Sprintf("must be in [0, ttl), got %v with ttl %v", o.ExtendEvery, ttl))
 	}
-	if !o.KeepAlive && !keepAll {
+	if !o.KeepAlive {
 		return 0, nil
 	}
 	if o.ExtendEvery > 0 {
@@ -107,7 +107,7 @@ func (l *Locker) Acquire(ctx context.Context, id string, ttl time.Duration, opts
 	if err != nil {
 		return Result{ID: id}, err
 	}
-	every, err := o.check(ttl, l.keepAll)
+	every, err := o.check(ttl)
 	if err != nil {
 		return Result{ID: id}, err
 	}

@@ -252,13 +252,13 @@ func TestAcquireManyKeepAlive(t *testing.T) {
 				if !c.batched {
 					b = fb
 				}
-				l := newLocker(t, b, &lock.Options{KeepAlive: c.keepAlive})
+				l := newLocker(t, b, nil)
 				const n, ttl, each = 1000, 500 * time.Millisecond, time.Millisecond
 				ids := make([]string, n)
 				for i := range ids {
 					ids[i] = "job-" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
 				}
-				w, err := locktest.WorkAll(context.Background(), l, ids, ttl, each)
+				w, err := locktest.WorkAll(context.Background(), l, ids, ttl, each, &lock.AcquireOptions{KeepAlive: c.keepAlive})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -477,7 +477,7 @@ func TestSubscribeFailedForAnotherCallerRetries(t *testing.T) {
 // on a mutex, which a bubble does not count as blocked.)
 func TestKeepAliveStallHoldsOneChunk(t *testing.T) {
 	sb := &stuckBackend{Backend: newStore(t).NewBackend()} // hides ExtendBatcher
-	l := newLocker(t, sb, &lock.Options{KeepAlive: true})
+	l := newLocker(t, sb, nil)
 	ctx := context.Background()
 	const n, ttl, chunk = 40, 300 * time.Millisecond, 16
 	ids := make([]string, n)
@@ -486,7 +486,7 @@ func TestKeepAliveStallHoldsOneChunk(t *testing.T) {
 	}
 	var leases []*lock.Lease
 	sb.stick(false)
-	for snap, err := range l.AcquireMany(ctx, ids, ttl, nil) {
+	for snap, err := range l.AcquireMany(ctx, ids, ttl, &lock.AcquireOptions{KeepAlive: true}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -530,13 +530,13 @@ func (f *failingExtend) Extend(context.Context, string, string, time.Duration) e
 func TestKeepAliveStopsTickAfterFailedChunk(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fe := &failingExtend{Backend: newStore(t).NewBackend()} // hides ExtendBatcher
-		l := newLocker(t, fe, &lock.Options{KeepAlive: true})
+		l := newLocker(t, fe, nil)
 		const n, ttl = 40, 300 * time.Millisecond
 		ids := make([]string, n)
 		for i := range ids {
 			ids[i] = string(rune('A' + i))
 		}
-		for _, err := range l.AcquireMany(context.Background(), ids, ttl, nil) {
+		for _, err := range l.AcquireMany(context.Background(), ids, ttl, &lock.AcquireOptions{KeepAlive: true}) {
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,7 +13,7 @@
 // skips it at once if the lock is held, with NoWait: a job that must run
 // once across replicas), keeps the lease alive while it runs, and always
 // releases. Any lease can be kept alive by the Locker
-// ([AcquireOptions.KeepAlive], [Options.KeepAlive]): all its kept-alive
+// ([AcquireOptions.KeepAlive], for Acquire and AcquireMany): all its kept-alive
 // leases are extended in one batched backend step per tick.
 //
 // The Locker and memorybackend work inside a testing/synctest bubble, so
@@ -134,10 +134,6 @@ type Options struct {
 	// releases, lost leases, extends, backend steps, waiters) for metrics
 	// and traces; see Observer. Default nil: none, at no cost.
 	Observer Observer
-	// KeepAlive makes the Locker keep every lease it grants alive (as
-	// AcquireOptions.KeepAlive does for one call), AcquireMany's included.
-	// Default false: a lease lives for its ttl unless extended.
-	KeepAlive bool
 }
 
 // Locker takes locks on one backend. It is safe for concurrent use. Create
@@ -150,7 +146,6 @@ type Locker struct {
 	heartbeat    time.Duration
 	resolution   time.Duration
 	handsOff     bool // the backend grants by hand-off (backend.HandOffer)
-	keepAll      bool // Options.KeepAlive
 	log          *slog.Logger
 	done         chan struct{}   // closed by Close
 	bgCtx        context.Context // cancelled by Close: background steps
@@ -206,7 +201,6 @@ func New(b backend.Backend, opts *Options) (*Locker, error) {
 		heartbeat:    wt / 3,
 		resolution:   res,
 		handsOff:     fallback.HandsOff(b),
-		keepAll:      o.KeepAlive,
 		log:          o.Logger,
 		done:         make(chan struct{}),
 		ids:          make(map[string]*idWaiters),

@@ -36,7 +36,7 @@ type Snapshot struct {
 //
 // Breaking out of the loop, or an error, leaves every queue and releases
 // every lease the caller was not shown (S7); leases already yielded stay
-// the caller's. With the Locker's Options.KeepAlive, every lease is kept
+// the caller's. With opts.KeepAlive, every lease is kept
 // alive from its grant until the caller releases it, so a long sequence
 // can be processed slowly. AcquireMany holds nothing back on its own, so
 // two overlapping calls never deadlock as long as the callers release what
@@ -71,7 +71,7 @@ func (l *Locker) AcquireMany(ctx context.Context, ids []string, ttl time.Duratio
 		if opts != nil {
 			o = *opts
 		}
-		every, err := o.check(ttl, l.keepAll)
+		every, err := o.check(ttl)
 		if err != nil {
 			yield(Snapshot{}, err)
 			return

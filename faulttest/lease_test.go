@@ -107,14 +107,14 @@ func TestDoReleaseStallIsNoLeaseLoss(t *testing.T) {
 // issue's exact figures run on memorybackend, TestAcquireManyKeepAlive).
 func TestAcquireManyKeepAliveRedis(t *testing.T) {
 	forEachEnv(t, func(t *testing.T, e *env) {
-		l := e.directLocker(lock.Options{KeepAlive: true})
+		l := e.directLocker(lock.Options{})
 		const n, ttl, work = 1000, time.Second, 2 * time.Millisecond
 		ids := make([]string, n)
 		for i := range ids {
 			ids[i] = fmt.Sprintf("job-%d", i)
 		}
 		start := time.Now()
-		w, err := locktest.WorkAll(context.Background(), l, ids, ttl, work)
+		w, err := locktest.WorkAll(context.Background(), l, ids, ttl, work, &lock.AcquireOptions{KeepAlive: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,12 +17,13 @@ type Worked struct {
 	NotHeld   int // releases answered ErrNotHeld: the lease was lost
 }
 
-// WorkAll acquires ids with l.AcquireMany for ttl and, as each snapshot
-// comes, works on each lease it holds (sleeps each) and releases it. An
-// error of the stream, or of a release other than ErrNotHeld, ends it.
-func WorkAll(ctx context.Context, l *lock.Locker, ids []string, ttl, each time.Duration) (Worked, error) {
+// WorkAll acquires ids with l.AcquireMany for ttl (with opts) and, as each
+// snapshot comes, works on each lease it holds (sleeps each) and releases
+// it. An error of the stream, or of a release other than ErrNotHeld, ends
+// it.
+func WorkAll(ctx context.Context, l *lock.Locker, ids []string, ttl, each time.Duration, opts *lock.AcquireOptions) (Worked, error) {
 	var w Worked
-	for snap, err := range l.AcquireMany(ctx, ids, ttl, nil) {
+	for snap, err := range l.AcquireMany(ctx, ids, ttl, opts) {
 		if err != nil {
 			return w, err
 		}
