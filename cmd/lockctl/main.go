@@ -45,8 +45,8 @@
 //
 //	0  inspect found state for ID (held, or free with waiters or a recent
 //	   grant); release released it; watch ended
-//	1  inspect found no state at all for ID under -prefix (never locked, not
-//	   for the last hour or so, or a wrong -prefix); release was refused (ID
+//	1  inspect found no state at all for ID under -prefix (never locked, no
+//	   grant for 30 to 60 minutes, or a wrong -prefix); release was refused (ID
 //	   not held, or by another fence); or Redis failed (unreachable, timeout,
 //	   login, error reply)
 //	2  bad usage: unknown, bad or contradictory flags or arguments; nothing
@@ -126,8 +126,8 @@ other flags:
 exit status:
   0  inspect found state for ID (held, or free with waiters or a recent grant);
      release released it; watch ended
-  1  inspect found no state at all for ID under -prefix (never locked, not for
-     the last hour or so, or a wrong -prefix); release was refused (not held,
+  1  inspect found no state at all for ID under -prefix (never locked, no grant
+     for 30 to 60 minutes, or a wrong -prefix); release was refused (not held,
      or another fence); or Redis failed (unreachable, timeout, login, error)
   2  bad usage; nothing was sent
 `
