@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 		main() // the test binary as the command, for exit statuses
 		return
 	}
+	os.Unsetenv(passwordEnv) // the shared server has no password
 	os.Exit(redistest.Main(m))
 }
 
@@ -130,9 +131,14 @@ func (e *env) queue(l *lock.Locker, id string, n int) <-chan lock.Result {
 func TestInspect(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
+	// An id with no lock state at all: exit 1, nothing on stdout.
 	code, out, errOut := e.lockctl(ctx, "inspect", "job")
-	if code != 0 || !strings.Contains(out, "held:    no") || errOut != "" {
-		t.Fatalf("a free id: %d %q %q", code, out, errOut)
+	want := fmt.Sprintf("lockctl: no lock state for id %q under prefix %q (wrong -prefix?)\n", "job", e.prefix)
+	if code != 1 || out != "" || errOut != want {
+		t.Fatalf("an id with no state: exit %d, %q, %q; want 1 and %q", code, out, errOut, want)
+	}
+	if code, out, errOut := e.lockctl(ctx, "inspect", "-json", "job"); code != 1 || out != "" || errOut != want {
+		t.Fatalf("-json of an id with no state: exit %d, %q, %q; want 1 and %q", code, out, errOut, want)
 	}
 	res := e.hold("job")
 	e.queue(e.locker(), "job", 1)
@@ -159,17 +165,45 @@ func TestInspect(t *testing.T) {
 	if !j.Held || j.Fence != res.Lease.Fence() || j.QueueLen != 1 || len(j.Waiters) != 1 || j.TTLMs <= 0 || j.Waiters[0].DeadlineMs <= 0 {
 		t.Fatalf("inspect -json: %+v", j)
 	}
+	// The held id under another prefix: no state there.
+	var wrong bytes.Buffer
+	if code := run(ctx, []string{"-addr", e.addr, "-prefix", e.prefix + "other:", "inspect", "job"}, io.Discard, &wrong); code != 1 || !strings.Contains(wrong.String(), "wrong -prefix?") {
+		t.Fatalf("a held id under a wrong prefix: exit %d, %q; want 1 and a hint at -prefix", code, wrong.String())
+	}
+}
+
+// An id that is free but has lock state left (its fence key, after a
+// release) is inspected with exit 0.
+func TestInspectFreeKnown(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res := e.hold("job")
+	if err := res.Lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := e.lockctl(ctx, "inspect", "job")
+	if code != 0 || !strings.Contains(out, "held:    no") || !strings.Contains(out, "waiters: 0") || errOut != "" {
+		t.Fatalf("a free id with state: exit %d, %q, %q; want 0 and held: no", code, out, errOut)
+	}
 }
 
 func TestWatchBounded(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
+	// An id with no lock state: a note on stderr, and the watch goes on.
 	code, out, errOut := e.lockctl(ctx, "watch", "-interval", "10ms", "-count", "3", "idle")
-	if code != 0 || errOut != "" {
-		t.Fatalf("watch -count 3: exit %d, %q", code, errOut)
+	if code != 0 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "no lock state") {
+		t.Fatalf("watch -count 3: exit %d, %q; want 0 and one note of no lock state", code, errOut)
 	}
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 3 || !strings.HasSuffix(lines[2], "free waiters=0") {
 		t.Fatalf("watch -count 3 printed %d lines, want 3 saying free:\n%s", len(lines), out)
+	}
+	// A free id with state left: no note.
+	if err := e.hold("known").Lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := e.lockctl(ctx, "watch", "-count", "1", "known"); code != 0 || errOut != "" || !strings.HasSuffix(out, "free waiters=0\n") {
+		t.Fatalf("watch of a free id with state: exit %d, %q, %q", code, out, errOut)
 	}
 }
 
@@ -244,9 +278,19 @@ func TestForcedRelease(t *testing.T) {
 	if code, out, _ := e.lockctl(ctx, "inspect", "job"); code != 0 || !strings.Contains(out, "held:    yes") {
 		t.Fatalf("the new holder is gone:\n%s", out)
 	}
-	// A free id.
-	if code, _, errOut := e.lockctl(ctx, "release", "-fence", "1", "free"); code != 1 || !strings.Contains(errOut, "not held") {
+	// A free id with no lock state: not held, and a hint at -prefix.
+	if code, _, errOut := e.lockctl(ctx, "release", "-fence", "1", "free"); code != 1 || strings.Count(errOut, "\n") != 1 ||
+		!strings.Contains(errOut, "not held") || !strings.Contains(errOut, "wrong -prefix?") {
 		t.Fatalf("release of a free id: exit %d, %q", code, errOut)
+	}
+	// The held id under a wrong prefix: refused, and the holder keeps it.
+	var errOut2 bytes.Buffer
+	code = run(ctx, []string{"-addr", e.addr, "-prefix", e.prefix + "other:", "release", "-fence", fence, "job"}, io.Discard, &errOut2)
+	if code != 1 || !strings.Contains(errOut2.String(), "wrong -prefix?") {
+		t.Fatalf("release under a wrong prefix: exit %d, %q; want 1 and a hint at -prefix", code, errOut2.String())
+	}
+	if code, out, _ := e.lockctl(ctx, "inspect", "job"); code != 0 || !strings.Contains(out, "held:    yes") {
+		t.Fatalf("the holder is gone after a release under a wrong prefix:\n%s", out)
 	}
 }
 
@@ -281,28 +325,41 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if code := run(ctx, []string{"-h"}, &out, io.Discard); code != 0 || !strings.Contains(out.String(), "usage: lockctl") {
+	if code := run(ctx, []string{"-h"}, &out, io.Discard); code != 0 || !strings.Contains(out.String(), "usage: lockctl") ||
+		!strings.Contains(out.String(), "exit status") || !strings.Contains(out.String(), passwordEnv) {
 		t.Errorf("-h: exit %d, %q", code, out.String())
 	}
+}
+
+// childEnv is the environment of the test binary run as lockctl. A race
+// build's exit sleeps a second (GORACE atexit_sleep_ms) unless told not to.
+func childEnv() []string {
+	return append(os.Environ(), "LOCKCTL_RUN_MAIN=1", "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
 }
 
 // TestProcess runs the test binary as lockctl: real exit statuses, and
 // exactly one line on stderr for an unreachable Redis (go-redis's own
 // log lines are silenced).
 func TestProcess(t *testing.T) {
+	e := newEnv(t)
+	e.hold("held")
 	for _, tc := range []struct {
 		args []string
 		code int
 		want string
 	}{
-		{[]string{"-addr", "127.0.0.1:1", "-timeout", "2s", "inspect", "x"}, 1, "connection refused"},
+		{[]string{"-addr", "127.0.0.1:1", "inspect", "x"}, 1, "cannot reach Redis at 127.0.0.1:1"},
 		{[]string{"release", "x"}, 2, "-fence"},
-		{[]string{"-addr", redistest.Addr(t), "-prefix", redistest.Prefix(t), "inspect", "x"}, 0, ""},
+		{[]string{"-url", "redis://" + e.addr, "-addr", e.addr, "inspect", "x"}, 2, "-addr and -url"},
+		{[]string{"-addr", e.addr, "-prefix", e.prefix, "inspect", "held"}, 0, ""},
+		{[]string{"-url", "redis://" + e.addr + "/0", "-prefix", e.prefix, "inspect", "held"}, 0, ""},
+		{[]string{"-addr", e.addr, "-prefix", e.prefix, "inspect", "x"}, 1, "no lock state"},
+		{[]string{"-addr", e.addr, "-prefix", e.prefix, "release", "-fence", "1", "x"}, 1, "not held"},
 	} {
 		cmd := exec.Command(os.Args[0], tc.args...)
-		cmd.Env = append(os.Environ(), "LOCKCTL_RUN_MAIN=1")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
+		cmd.Env = childEnv()
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
 		code := 0
 		var ee *exec.ExitError
@@ -312,8 +369,9 @@ func TestProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := strings.Count(stderr.String(), "\n")
-		if code != tc.code || (tc.code != 0 && (lines != 1 || !strings.Contains(stderr.String(), tc.want))) || (tc.code == 0 && lines != 0) {
-			t.Errorf("lockctl %q: exit %d, stderr %q; want exit %d and one line with %q", tc.args, code, stderr.String(), tc.code, tc.want)
+		if code != tc.code || (tc.code != 0 && (lines != 1 || !strings.Contains(stderr.String(), tc.want))) ||
+			(tc.code == 0 && (lines != 0 || !strings.Contains(stdout.String(), "held:    yes"))) {
+			t.Errorf("lockctl %q: exit %d, stdout %q, stderr %q; want exit %d and one line with %q", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -12,82 +13,152 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/scripts"
+	"github.com/redislocker/lock/redisbackend"
 )
 
-// tool runs the commands against one Redis deployment.
+// forceReleaser is the forced release of the Redis adapters (the
+// ForceRelease of their shared steps). lockctl finds it on the backend by
+// a type assertion, as io.Copy finds io.WriterTo.
+type forceReleaser interface {
+	ForceRelease(ctx context.Context, id string, fence uint64) error
+}
+
+// tool runs the commands against one Redis deployment through the Redis
+// adapter.
 type tool struct {
 	ctx     context.Context
 	client  redis.UniversalClient
+	b       backend.Backend
 	ks      keys.Keyspace
+	where   string
 	timeout time.Duration
-	publish scripts.Publish
 }
 
-// newTool returns the tool for the deployment at addrs, on a client of its
-// own (the caller closes it), each call bounded by timeout; sharded wakes
-// with SPUBLISH.
-func newTool(ctx context.Context, addrs []string, ks keys.Keyspace, timeout time.Duration, sharded bool) *tool {
-	client := redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs: addrs, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
-		MaxRetries: 1, DialerRetries: 2, ContextTimeoutEnabled: true,
-	})
-	t := &tool{ctx: ctx, client: client, ks: ks, timeout: timeout, publish: scripts.Classic}
-	if sharded {
-		t.publish = scripts.Sharded
-	}
-	return t
-}
-
-// eval runs s with EVALSHA, and EVAL when the server does not know it,
-// bounded by the timeout.
-func (t *tool) eval(s scripts.Script, k, a []string) *redis.Cmd {
-	ctx, cancel := context.WithTimeout(t.ctx, t.timeout)
-	defer cancel()
-	args := make([]any, len(a))
-	for i, v := range a {
-		args[i] = v
-	}
-	cmd := t.client.EvalSha(ctx, s.SHA1, k, args...)
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmd = t.client.Eval(ctx, s.Source, k, args...)
-	}
-	return cmd
-}
-
-func (t *tool) inspect(id string, maxWaiters int) (backend.Inspection, error) {
-	k, a := scripts.InspectCall(t.ks.For(id), maxWaiters)
-	r, err := t.eval(scripts.Inspect, k, a).StringSlice()
+// openTool connects to the deployment of su, on a client of its own, and
+// PINGs it: an unreachable server, a refused login or a failed TLS
+// handshake is reported here, in one clear error. Close the tool.
+func openTool(ctx context.Context, su setup) (*tool, error) {
+	client := su.conn.client()
+	b, err := redisbackend.New(client, &redisbackend.Options{Prefix: su.ks.Prefix(), ShardedPubSub: su.sharded})
 	if err != nil {
-		return backend.Inspection{ID: id}, err
+		_ = client.Close()
+		return nil, err
 	}
-	return scripts.ParseInspect(id, r)
+	t := &tool{ctx: ctx, client: client, b: b, ks: su.ks, where: su.conn.where(), timeout: su.conn.callTimeout}
+	pctx, cancel := t.callCtx()
+	err = client.Ping(pctx).Err()
+	cancel()
+	if err != nil {
+		t.close()
+		return nil, t.reachError(err)
+	}
+	return t, nil
 }
 
-// errRefused is a forced release that the script refused.
-var errRefused = errors.New("not released")
+// close closes the backend and the client.
+func (t *tool) close() {
+	_ = t.b.Close()
+	_ = t.client.Close()
+}
 
-func (t *tool) forceRelease(id string, fence uint64) error {
-	k, a := scripts.ForceReleaseCall(t.ks.For(id), fence, 100, t.publish)
-	err := t.eval(scripts.ForceRelease, k, a).Err()
-	if err == nil {
+// callCtx bounds one Redis call by the timeout.
+func (t *tool) callCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.ctx, t.timeout)
+}
+
+// reachError is the error of a failed PING, said plainly.
+func (t *tool) reachError(err error) error {
+	var ne net.Error
+	msg := err.Error()
+	switch {
+	case t.ctx.Err() != nil:
+		return fmt.Errorf("interrupted while connecting to Redis at %s", t.where)
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return fmt.Errorf("no answer from Redis at %s within %v (-timeout, -dial-timeout): %v", t.where, t.timeout, err)
+	case strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "WRONGPASS"):
+		return fmt.Errorf("login refused by Redis at %s (check -user, and -password, $%s or the URL): %v", t.where, passwordEnv, err)
+	}
+	return fmt.Errorf("cannot reach Redis at %s: %v", t.where, err)
+}
+
+// inspect runs the backend's Inspect.
+func (t *tool) inspect(id string, maxWaiters int) (backend.Inspection, error) {
+	in, ok := t.b.(backend.Inspector)
+	if !ok {
+		return backend.Inspection{ID: id}, fmt.Errorf("the backend %T cannot inspect", t.b)
+	}
+	ctx, cancel := t.callCtx()
+	defer cancel()
+	return in.Inspect(ctx, id, maxWaiters)
+}
+
+// exists reports whether any key of id's lock state exists: the lock, the
+// queue, the waiters' deadlines and records, or the fence key (which
+// outlives the id's last grant by half an hour to an hour).
+func (t *tool) exists(id string) (bool, error) {
+	k := t.ks.For(id)
+	ctx, cancel := t.callCtx()
+	defer cancel()
+	n, err := t.client.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters).Result()
+	return n > 0, err
+}
+
+// noState is an id with no lock state at all under the prefix.
+func (t *tool) noState(id string) string {
+	return fmt.Sprintf("no lock state for id %q under prefix %q (wrong -prefix?)", id, t.ks.Prefix())
+}
+
+// mustExist returns an error when in, not held and with no waiters, is of
+// an id with no lock state at all under the prefix: nothing there to
+// inspect, most likely a wrong -prefix.
+func (t *tool) mustExist(in *backend.Inspection) error {
+	if in.Held || in.QueueLen > 0 {
 		return nil
 	}
-	msg := strings.TrimPrefix(err.Error(), "ERR ")
-	if code := scripts.ErrorCode(msg); code == scripts.CodeNotHeld {
-		return fmt.Errorf("%w: %s", errRefused, strings.TrimPrefix(msg, code+" "))
+	ok, err := t.exists(in.ID)
+	switch {
+	case err != nil:
+		return fmt.Errorf("inspect %q: %w", in.ID, err)
+	case !ok:
+		return errors.New(t.noState(in.ID))
+	}
+	return nil
+}
+
+// forceRelease runs the backend's forced release. A refusal matches
+// backend.ErrNotHeld; for an id with no lock state at all, it says so.
+func (t *tool) forceRelease(id string, fence uint64) error {
+	fr, ok := t.b.(forceReleaser)
+	if !ok {
+		return fmt.Errorf("the backend %T has no forced release", t.b)
+	}
+	ctx, cancel := t.callCtx()
+	err := fr.ForceRelease(ctx, id, fence)
+	cancel()
+	if !errors.Is(err, backend.ErrNotHeld) {
+		return err
+	}
+	if ok, xerr := t.exists(id); xerr == nil && !ok {
+		return fmt.Errorf("%w; %s", err, t.noState(id))
 	}
 	return err
 }
 
 // watch prints id's state every interval, count times (0: until ctx ends),
-// and a line for each change of holder.
-func (t *tool) watch(id string, interval time.Duration, count int, out io.Writer) error {
+// and a line for each change of holder. When the first refresh finds no
+// lock state at all for id, it says so on errOut, and goes on.
+func (t *tool) watch(id string, interval time.Duration, count int, out, errOut io.Writer) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var w watcher
 	for n := 1; ; n++ {
 		in, err := t.inspect(id, 1)
+		if err == nil && n == 1 && !in.Held && in.QueueLen == 0 {
+			var ok bool
+			if ok, err = t.exists(id); err == nil && !ok {
+				fmt.Fprintf(errOut, "lockctl: note: %s; watching anyway\n", t.noState(id))
+			}
+		}
 		if err != nil {
 			if t.ctx.Err() != nil {
 				return nil // interrupted
