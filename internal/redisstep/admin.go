@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/fallback"
 	"github.com/redislocker/lock/internal/scripts"
 )
 
@@ -54,7 +55,7 @@ func (s *Steps) ForceRelease(ctx context.Context, id string, fence uint64) error
 	if err := s.replyErr(r.Err); !errors.Is(err, backend.ErrNotHeld) {
 		return err
 	}
-	if first != nil && !backend.Unsent(first) {
+	if first != nil && !fallback.Unsent(first) {
 		// The first send may have released the lock before its connection
 		// broke; then the resend finds it free, or granted to the head:
 		// the outcome is unknown, not a refusal.
