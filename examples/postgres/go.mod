@@ -1,6 +1,6 @@
 module github.com/redislocker/lock/examples/postgres
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
