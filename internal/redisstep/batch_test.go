@@ -43,7 +43,7 @@ func (b *batchClient) EvalAll(_ context.Context, calls []Call, _ bool) []Reply {
 			out[i].Err = fmt.Errorf("unexpected script %s", c.Script.Name)
 			continue
 		}
-		for a := 3; a+5 <= len(c.Args); a += 5 { // after 3 constants; an inbox may follow
+		for a := 4; a+4 <= len(c.Args); a += 4 { // after 3 constants and the inbox
 			tok := c.Args[a]
 			n, _ := strconv.Atoi(tok[1:])
 			if tok[0] == 'F' {

@@ -96,7 +96,7 @@ func (s *Steps) Resolution() time.Duration { return time.Millisecond }
 func (s *Steps) HandsOff() bool { return s.cfg.WaitReplicas() == 0 }
 
 func (s *Steps) acquireCall(req backend.AcquireRequest) Call {
-	k, a := s.cfg.consts.AcquireTo(s.cfg.ks.For(req.ID), req, s.inboxAddress(req.ID))
+	k, a := s.cfg.consts.Acquire(s.cfg.ks.For(req.ID), req, s.inboxAddress(req.ID))
 	return Call{Script: scripts.Acquire, Keys: k, Args: a}
 }
 
@@ -272,7 +272,7 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), scripts.MaxAcquireBatch)
 	calls := make([]Call, len(groups))
 	for i, g := range groups {
-		k, a := s.cfg.consts.AcquireManyTo(s.cfg.ks, g, s.inboxAddress(g.Reqs[0].ID))
+		k, a := s.cfg.consts.AcquireMany(s.cfg.ks, g, s.inboxAddress(g.Reqs[0].ID))
 		calls[i] = Call{Script: scripts.AcquireMany, Keys: k, Args: a}
 	}
 	res, acks, err := s.runBatch(ctx, calls)
