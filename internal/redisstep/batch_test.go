@@ -15,13 +15,17 @@ import (
 
 // batchClient answers acquire_many and acquire calls as the scripts would
 // for free ids: a token "T<i>" is granted with fence i, a token "F<i>"
-// finds its queue full. It records the calls of each round trip.
+// finds its queue full. It records the calls of each round trip but the
+// wire check, which passes.
 type batchClient struct {
 	cluster bool
 	trips   [][]Call
 }
 
 func (b *batchClient) Eval(ctx context.Context, c Call, eval bool) Reply {
+	if c.Script.Name == scripts.Wire.Name {
+		return Reply{} // the wire check passes; not a trip of the steps
+	}
 	return b.EvalAll(ctx, []Call{c}, eval)[0]
 }
 
