@@ -11,8 +11,8 @@ import (
 )
 
 // TestShardedSubscriptions: with ShardedPubSub, a Backend subscribes the
-// inbox of each slot it waits on (no id's channel), confirmed on the
-// slot's master (an SPUBLISH to the inbox right after Subscribe arrives);
+// inbox of each slot it waits on, confirmed on the slot's master (an
+// SPUBLISH to the inbox right after Subscribe arrives);
 // one connection per master holds that master's inboxes; they are
 // restored with Wake{All} after every pub/sub connection is killed, kept
 // after the last cancel, and gone from every master after Close.
