@@ -9,7 +9,7 @@ import (
 )
 
 // Consts builds the KEYS and ARGV of every script for one Backend, with
-// the Backend's constant arguments (max waiters, purge limit, wake-up
+// the Backend's constant arguments (max waiters, purge limit, pub/sub
 // command) formatted once instead of on every call.
 type Consts struct {
 	maxWaiters string
