@@ -186,6 +186,9 @@ func TestAcquireManyBatchedPerMaster(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l2.Close()
+		// Its first step checks the prefix's wire marker (one EVALSHA on
+		// the marker's master): not part of the count.
+		_ = b2.Release(ctx, "warm", "nobody")
 		before := e.evalshaCalls()
 		var leases []*lock.Lease
 		for snap, err := range l2.AcquireMany(ctx, ids, time.Minute, nil) {

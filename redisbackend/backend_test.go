@@ -119,7 +119,7 @@ func TestFairTryAcquireAndQueueOrder(t *testing.T) {
 	}
 	// The release hands off to the head, B, and tells C, the head now;
 	// then the test's marker.
-	e.raw.Publish(ctx, other.Inbox("q"), adaptertest.InboxMsg("q", "marker"))
+	e.raw.Publish(ctx, other.Inbox("q"), adaptertest.InboxMsg("q", ":marker"))
 	if got := w.Until(t, "marker"); len(got) != 2 || !adaptertest.IsGrant(got[0], "q", "B") ||
 		got[1].Token != "C" || got[1].HolderTTL <= 0 || got[1].Grant != nil {
 		t.Fatalf("wake-ups after release = %+v, want B's grant and C told the holder's TTL", got)

@@ -30,35 +30,29 @@
 //	dl      zset    waiter token -> deadline (ms, server TIME)  as q
 //	w       hash    waiter token -> "<lease ms>:<inbox>": the   as q
 //	                lease TTL a queued waiter asked for, and
-//	                where its wake-ups go ("": the channel)
+//	                where its wake-ups go (its process's inbox)
 //	n       hash    "fence": the id's last fence; "rel": the    an hour, set by a grant about once per
 //	                token of its last release (a resent         half hour of grants, and by an extend or
 //	                release is answered as the first one was)   grant of a longer lease
-//	wake    -       pub/sub channel of a waiter with no inbox   -
-//	                (an older version's); payload:
-//	                "g<fence>,<ttl ms>,<µs>:<head's token>" (a
-//	                hand-off: the step granted the head the
-//	                lock; µs is the server's clock then),
-//	                ":<head's token>" (re-check), or "<ms>:<head's
-//	                token>" (a new head of a lock held ms more:
-//	                a timer)
 //
 // One more name per Backend, not per id: its inbox, "<prefix>inbox:<process>:"
 // (process: 16 random hex digits, new for every Backend), with a hash tag
 // of one slot appended, "{<tag>}", per slot with ShardedPubSub on Cluster.
 // It is a pub/sub channel that only this Backend subscribes to; a message
-// on it is "<n>:<enc(id)>" (n the length of enc(id)) followed by the wake
-// channel's payload. No id's key starts like an inbox ('{' follows the
-// prefix in every id's key).
+// on it is "<n>:<enc(id)>" (n the length of enc(id)) followed by the
+// payload: "g<fence>,<ttl ms>,<µs>:<head's token>" (a hand-off: the step
+// granted the head the lock; µs is the server's clock then), "<ms>:<head's
+// token>" (a new head of a lock held ms more: a timer), or ":<head's
+// token>" (re-check). And one more name per prefix: its wire marker,
+// "<prefix>wire" (see Wire protocol). No id's key starts like either ('{'
+// follows the prefix in every id's key).
 //
 // Every key expires. The fence key n outlives the id's last grant by 30 to
 // 60 minutes, and every lease. So memory per id returns to zero once the
 // id has been idle that long: at most an hour after its last grant or
 // extend (or the end of that lease, if later), and three waiter TTLs after
-// its last waiter's last heartbeat. An older version's n hash ("fence",
-// "ticket", "rel", no TTL) is taken over: the next grant gives it a TTL
-// (so does a release that finds it without one), and fences go on above
-// its "fence".
+// its last waiter's last heartbeat. The wire marker lives 2 minutes after
+// the last check of the prefix's last process.
 //
 // # Fences and the clock
 //
@@ -131,8 +125,9 @@
 // timer at the holder's TTL), and a heartbeat that finds the lock free
 // with a head (the fallback for a lost message). A lease that expires
 // publishes nothing; the core re-checks at the holder's TTL, which Acquire
-// reports (at least 1 ms while the lock is held). A waiter with no inbox in
-// its record (an older version's) is woken on the id's channel instead.
+// reports (at least 1 ms while the lock is held). Every waiter's record
+// names an inbox; a wake-up the inbox refuses is dropped, as a lost
+// message is, and the waiter learns from its next heartbeat.
 //
 // Each Backend has one pub/sub connection and one inbox, shared by all
 // ids: the Backend routes each message to the subscribers of the id it
@@ -140,12 +135,27 @@
 // reconnects and re-subscribes when it breaks. Then every subscribed id is
 // delivered Wake{ID, All: true}, so that every local waiter re-checks.
 //
-// Rolling upgrade: every process that locks the same ids must move to this
-// version at once. An older process publishes its wake-ups on the id's
-// channel, which this version does not subscribe to: its release then
-// reaches this version's waiters only by their heartbeat (WaiterTimeout/3,
-// 5 s by default). This version's wake-ups for an older process's waiters
-// go to the id's channel, as that process expects.
+// # Wire protocol
+//
+// The keys, the inbox messages and the scripts' arguments are wire
+// protocol version 1 (keys.WireVersion, in internal/keys).
+// Until the module's v1.0.0 it may change between minor versions, with no
+// compatibility for an older version's keys or processes: processes of
+// different wire versions must not share a prefix. Before its first step
+// (New does no I/O) a Backend runs one script on the prefix's marker,
+// "<prefix>wire": absent, it is set to the Backend's version with a TTL of
+// 2 minutes; holding that version, its TTL is set again; holding another,
+// nothing is written and the step fails unsent, with an error (matched by
+// lock.ErrBackend) that says "wire protocol version N found under prefix
+// P, this process speaks M: upgrade every process of the prefix together
+// or use another prefix". Every later step checks again until the marker
+// holds the Backend's version. A Backend checks again before its first
+// step 30 s or more after its last check that passed: one round trip more
+// per 30 s while it is active, none per acquire. The marker so lives while
+// some process of the prefix makes a step at least every 90 s, and no step
+// runs while the marker could hold another version. To upgrade, stop every
+// process of the prefix and start the new ones once the marker expired
+// (2 minutes after their last check, or DEL it), or use a new prefix.
 //
 // # Redis Cluster
 //

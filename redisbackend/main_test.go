@@ -134,7 +134,9 @@ func (e *env) serverMillis() int64 {
 	return now.UnixMilli()
 }
 
-// keysOf returns every key under the env's prefix, with its PTTL.
+// keysOf returns every key pattern matches, with its PTTL, but the wire
+// marker of the env's prefix: protocol metadata, not lock state, which
+// must have a TTL of at most keys.WireTTL.
 func (e *env) keysOf(pattern string) map[string]time.Duration {
 	e.t.Helper()
 	ctx := context.Background()
@@ -145,6 +147,12 @@ func (e *env) keysOf(pattern string) map[string]time.Duration {
 		d, err := e.raw.PTTL(ctx, k).Result()
 		if err != nil {
 			e.t.Fatal(err)
+		}
+		if k == e.prefix+keys.SuffixWire {
+			if d != -2 && (d <= 0 || d > keys.WireTTL) {
+				e.t.Fatalf("the wire marker %s has PTTL %v, want within (0, %v]", k, d, keys.WireTTL)
+			}
+			continue
 		}
 		out[k] = d
 	}

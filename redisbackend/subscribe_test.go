@@ -55,9 +55,9 @@ func TestSubscribeIsConfirmed(t *testing.T) {
 }
 
 // TestSubscribeIsSharedAndRefCounted: one pub/sub connection and one
-// SUBSCRIBE (of its inbox) per Backend, whatever the ids; no id's channel
-// is subscribed; wake-ups reach the subscribers of the id they name, and
-// only while subscribed; Close leaves the inbox.
+// SUBSCRIBE (of its inbox) per Backend, whatever the ids; wake-ups reach
+// the subscribers of the id they name, and only while subscribed; Close
+// leaves the inbox.
 func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnvAt(t, srv.Addr)
@@ -89,9 +89,6 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	if inbox != b.Inbox("y") || e.numSub(inbox) != 1 {
 		t.Fatalf("inboxes of x and y %q, %q (%d subscribers); want one, subscribed once", inbox, b.Inbox("y"), e.numSub(inbox))
 	}
-	if e.numSub(b.keyNames("x").Channel) != 0 || e.numSub(b.keyNames("y").Channel) != 0 {
-		t.Fatal("an id's channel is subscribed: wake-ups of this Backend come to its inbox")
-	}
 	e.raw.Publish(ctx, inbox, adaptertest.InboxMsg("x", ":T1"))
 	e.raw.Publish(ctx, inbox, adaptertest.InboxMsg("y", ":T2"))
 	if a, b := w1.Next(t), w2.Next(t); a != (backend.Wake{ID: "x", Token: "T1"}) || b != a {
@@ -120,23 +117,23 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 // subscribed again.
 func TestSubscribeGivenUpBeforeConfirmation(t *testing.T) {
 	e, b := newEnvBackend(t)
-	ch := b.keyNames("g").Channel
+	ch := b.Inbox("g")
 	for range 20 {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		// Bypass the backend's ctx check to reach the pending path.
-		if c, err := b.subs.subscribe(cctx, "g", ch, func(backend.Wake) {}); err == nil {
+		if c, err := b.subs.subscribe(cctx, "", ch, func(backend.Wake) {}); err == nil {
 			c()
 		}
 	}
 	adaptertest.Eventually(t, "no subscription is left behind", func() bool { return e.numSub(ch) == 0 })
 	w := adaptertest.NewWakes()
-	c, err := b.subs.subscribe(ctx, "g", ch, w.Fn)
+	c, err := b.subs.subscribe(ctx, "", ch, w.Fn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c()
-	e.raw.Publish(ctx, ch, "again")
+	e.raw.Publish(ctx, ch, adaptertest.InboxMsg("g", ":again"))
 	w.Expect(t, "wake after resubscribing", backend.Wake{ID: "g", Token: "again"})
 }
 

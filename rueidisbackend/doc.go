@@ -48,10 +48,10 @@
 //     deliver each message to the subscribers of the id it names, with
 //     the head's token: Wake{ID, Token, Grant} for a direct hand-off (the
 //     step granted the lock to the head: backend.HandOffer), Wake{ID,
-//     Token} for a head of an older version, or, from a grant that leaves
-//     a new head, Wake{ID, Token, HolderTTL} (that head keeps a timer at
-//     the holder's TTL). Eight processes waiting on one id get one message per
-//     hand-off, not eight.
+//     Token} for a head that cannot take it (past its deadline, not purged
+//     yet), or, from a grant that leaves a new head, Wake{ID, Token,
+//     HolderTTL} (that head keeps a timer at the holder's TTL). Eight
+//     processes waiting on one id get one message per hand-off, not eight.
 //   - No missed wake-up: the message waits in the key until drained, so a
 //     wake-up sent before the waiter's process looked is still read.
 //     Subscribe only registers the callback (no command).
@@ -96,15 +96,19 @@
 // every subscribed id gets Wake{ID, All: true}. [Backend.Mode] tells which
 // mode is in use.
 //
-// # Rolling upgrade
+// # Wire protocol
 //
-// Every process that locks the same ids must move to this version at
-// once. An older process wakes waiters on the id's channel (or by the lock
-// key's invalidation), which this version neither subscribes to nor
-// tracks: its release reaches this version's waiters only by their
-// heartbeat (WaiterTimeout/3, 5 s by default). This version's wake-ups for
-// an older process's waiters (no inbox in their record) go to the id's
-// channel, as that process expects.
+// As redisbackend (its package doc says it in full): the keys, the inbox
+// messages and the scripts' arguments are wire protocol version 1, which
+// may change between minor versions until the module's v1.0.0, with no
+// compatibility for older versions. Processes of different wire versions
+// must not share a prefix: before its first step a Backend checks the
+// prefix's marker, "<prefix>wire" (a TTL of 2 minutes, set again by a
+// check at most every 30 s while the Backend makes steps), and every step
+// fails unsent, writing nothing, with an error that names both versions
+// and the prefix while the marker holds another version. To upgrade, stop
+// every process of the prefix and start the new ones once the marker
+// expired, or use a new prefix.
 //
 // # Keys
 //
@@ -117,12 +121,12 @@
 // the queued waiters' records ("<lease ms>:<inbox>"), as q. n:
 // "fence", the id's last fence, and "rel", the last release's token; an
 // hour, set by a grant about once per half hour of grants, and by an
-// extend or grant of a longer lease. wake: the pub/sub channel of a waiter
-// with no inbox (an older version's). The payload of a wake-up, on an
-// inbox after "<n>:<enc(id)>" or on wake: "g<fence>,<ttl ms>,<µs>:<token>"
-// (a hand-off: the step granted the lock to the head; µs is the server's
-// clock then), ":<token>" (re-check) or "<ms>:<token>" (a new head of a
-// lock held ms more). Per Backend, not per id: its inbox,
+// extend or grant of a longer lease. The payload of a wake-up, on an inbox
+// after "<n>:<enc(id)>": "g<fence>,<ttl ms>,<µs>:<token>" (a hand-off: the
+// step granted the lock to the head; µs is the server's clock then),
+// ":<token>" (re-check) or "<ms>:<token>" (a new head of a lock held ms
+// more). Per prefix: the wire marker, "<prefix>wire" (see Wire protocol).
+// Per Backend, not per id: its inbox,
 // "<prefix>inbox:<process>:", with "{<tag>}" (a hash tag of one slot)
 // appended per slot on Cluster in Tracking mode or with ShardedPubSub: a
 // channel in PubSub mode, a list key in Tracking mode that lives 60 s

@@ -10,9 +10,9 @@ import (
 // "<prefix>inbox:<process>:" and, where the inbox must share a hash slot
 // with the ids it serves, a hash tag of that slot ([SlotTag]). An inbox is
 // a pub/sub channel (pub/sub modes) or a list key (the rueidis tracking
-// mode) that only its process reads: a wake-up for a waiter of that
-// process goes there, not to the id's channel. An inbox key lives at most
-// [InboxTTL] after its last write. No id's key starts like an inbox: an
+// mode) that only its process reads: every wake-up for a waiter of that
+// process goes there. An inbox key lives at most 60 s (the scripts'
+// INBOX_TTL) after its last write. No id's key starts like an inbox: an
 // id's keys have '{' right after the prefix.
 const SuffixInbox = "inbox"
 

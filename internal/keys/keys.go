@@ -22,7 +22,12 @@
 //
 //	<prefix>inbox:<process>:[{<slot tag>}]
 //
-// Its names never look like an id's key: '{' does not follow the prefix.
+// and the prefix has one marker of the wire protocol its processes speak
+// (see [SuffixWire]):
+//
+//	<prefix>wire
+//
+// Neither ever looks like an id's key: '{' does not follow the prefix.
 //
 //	suffix  type    holds                                      TTL
 //	lock    string  the holder's token                         the lease
@@ -30,10 +35,11 @@
 //	dl      zset    waiter token -> deadline (ms)              as q
 //	w       hash    waiter token -> "<lease ms>:<inbox>"       as q
 //	n       hash    "fence", "rel"                             an hour after a grant (30-60 min idle)
-//	wake    channel ":<token>" or "<ms>:<token>" for a waiter  -
-//	                with no inbox (an older version's)
-//	inbox:  channel "<n>:<enc(id)>" + the wake payload         - (PubSub)
+//	inbox:  channel "<n>:<enc(id)><payload>", payload          - (PubSub)
+//	                ":<token>", "<ms>:<token>" or
+//	                "g<fence>,<ttl ms>,<µs>:<token>"
 //	        list    the same messages, RPUSHed                 60 s after the last write (Tracking)
+//	wire    string  the wire protocol's version, [WireVersion]  WireTTL after the last check
 package keys
 
 import (
@@ -45,7 +51,7 @@ import (
 // DefaultPrefix is the key prefix used when none is configured.
 const DefaultPrefix = "lock:"
 
-// The suffixes of an id's keys and channel.
+// The suffixes of an id's keys.
 const (
 	// SuffixLock names the lock key: a string holding the owner token,
 	// with the lease's expiry as its TTL.
@@ -64,19 +70,14 @@ const (
 	// which answers a resent release). TTL: set to an hour by a grant about
 	// once per half hour of grants, and by a longer lease's grant or
 	// extend; it outlives the id's last grant by 30 to 60 minutes, and
-	// every lease. (An older version kept it with no TTL and a "ticket"
-	// field; the scripts give it a TTL.)
+	// every lease.
 	SuffixCounters = "n"
 	// SuffixWaiters names the waiter records: a hash of waiter token ->
 	// "<lease TTL in ms>:<inbox>", the lease TTL a queued waiter asked for
 	// and where its wake-ups go: its process's inbox, its kind first ("P"
-	// PUBLISH, "S" SPUBLISH, "K" RPUSH to a key), or empty for the id's
-	// channel. A token has a record exactly while it is queued. TTL: as
-	// the queue's.
+	// PUBLISH, "S" SPUBLISH, "K" RPUSH to a key). A token has a record
+	// exactly while it is queued. TTL: as the queue's.
 	SuffixWaiters = "w"
-	// SuffixChannel names the pub/sub channel that carries the wake-ups of
-	// waiters with no inbox (an older version's waiters).
-	SuffixChannel = "wake"
 )
 
 // ErrBadPrefix is returned by [ValidatePrefix] and [New] for a prefix that
@@ -190,22 +191,21 @@ func New(prefix string) (Keyspace, error) {
 // Prefix returns the keyspace's prefix.
 func (k Keyspace) Prefix() string { return k.prefix }
 
-// ID holds the names of one id's keys and channel. All of them carry the
-// same hash tag.
+// ID holds the names of one id's keys. All of them carry the same hash
+// tag.
 type ID struct {
 	Lock      string // string: owner token, TTL = the lease
 	Queue     string // zset: waiter token -> ticket
 	Deadlines string // zset: waiter token -> deadline in ms of the server's clock
 	Counters  string // hash: "fence", "rel"; TTL: see SuffixCounters
 	Waiters   string // hash: waiter token -> "<lease TTL in ms>:<inbox>"
-	Channel   string // pub/sub channel of wake-ups; payload: "g<fence>,<ttl ms>,<µs>:" (a hand-off), ":" or "<holder's TTL in ms>:", then the head's token
 }
 
-// For returns the key names of id. The six names share one allocation:
+// For returns the key names of id. The five names share one allocation:
 // every step builds them.
 func (k Keyspace) For(id string) ID {
 	enc := Encode(id)
-	suffixes := [...]string{SuffixLock, SuffixQueue, SuffixDeadlines, SuffixCounters, SuffixChannel, SuffixWaiters}
+	suffixes := [...]string{SuffixLock, SuffixQueue, SuffixDeadlines, SuffixCounters, SuffixWaiters}
 	n := 0
 	for _, s := range suffixes {
 		n += len(k.prefix) + len(enc) + 3 + len(s)
@@ -229,7 +229,7 @@ func (k Keyspace) For(id string) ID {
 		}
 		return all[start:end[i]]
 	}
-	return ID{Lock: name(0), Queue: name(1), Deadlines: name(2), Counters: name(3), Channel: name(4), Waiters: name(5)}
+	return ID{Lock: name(0), Queue: name(1), Deadlines: name(2), Counters: name(3), Waiters: name(4)}
 }
 
 // Base returns the part that every key of id starts with:
@@ -248,11 +248,6 @@ func (k Keyspace) Base(id string) string {
 // Key returns the key of id with the given suffix.
 func (k Keyspace) Key(id, suffix string) string {
 	return k.Base(id) + suffix
-}
-
-// Channel returns the wake-up channel of id.
-func (k Keyspace) Channel(id string) string {
-	return k.Base(id) + SuffixChannel
 }
 
 // Pattern returns a SCAN MATCH pattern for every key of id.
@@ -308,7 +303,7 @@ const NumSlots = 16384
 // Slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
 // hash tag (the bytes between the first '{' and the next '}', when that is
 // non-empty; otherwise the whole key) modulo 16384, as CLUSTER KEYSLOT
-// computes it. Every key and the channel of one id have the same slot.
+// computes it. Every key of one id has the same slot.
 func Slot(key string) int {
 	if start := strings.IndexByte(key, '{'); start >= 0 {
 		if end := strings.IndexByte(key[start+1:], '}'); end > 0 {
@@ -322,7 +317,7 @@ func Slot(key string) int {
 	return int(crc) % NumSlots
 }
 
-// SlotOf returns the hash slot of every key and the channel of id.
+// SlotOf returns the hash slot of every key of id.
 func SlotOf(id string) int { return Slot("{" + Encode(id) + "}") }
 
 // crc16tab is the table of CRC16-CCITT (XMODEM: polynomial 0x1021, initial

@@ -71,7 +71,6 @@ func TestPrefix(t *testing.T) {
 		Queue:     "app:locks:{a%7Bb%7D}:q",
 		Deadlines: "app:locks:{a%7Bb%7D}:dl",
 		Counters:  "app:locks:{a%7Bb%7D}:n",
-		Channel:   "app:locks:{a%7Bb%7D}:wake",
 		Waiters:   "app:locks:{a%7Bb%7D}:w",
 	}
 	if got != want {
@@ -88,8 +87,9 @@ func TestPrefix(t *testing.T) {
 
 // FuzzEncode checks, for any id and any allowed prefix, that the encoding
 // is injective (Decode inverts it), contains no brace, and that the hash tag
-// Redis computes for every key and the channel of the id is exactly
-// Encode(id), so all of them hash to one slot and no id changes the layout.
+// Redis computes for every key of the id is exactly
+// Encode(id), so all of them hash to one slot and no id changes the layout;
+// no id's key is the prefix's wire marker.
 func FuzzEncode(f *testing.F) {
 	for _, s := range []struct{ prefix, id string }{
 		{"lock:", "order-42"}, {"", ""}, {"p", "{}"}, {"lock:", "%"}, {"x:", "%7B"},
@@ -120,13 +120,16 @@ func FuzzEncode(f *testing.F) {
 			t.Fatalf("New(%q): %v", prefix, err)
 		}
 		ks := k.For(id)
-		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Waiters, ks.Channel} {
+		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Waiters} {
 			if tag := hashTag(key); tag != enc {
 				t.Fatalf("hash tag of %q = %q, want %q", key, tag, enc)
 			}
 			gotID, suffix, err := k.Parse(key)
 			if err != nil || gotID != id || !strings.HasSuffix(key, "}:"+suffix) {
 				t.Fatalf("Parse(%q) = %q, %q, %v; want id %q", key, gotID, suffix, err, id)
+			}
+			if key == k.Wire() {
+				t.Fatalf("the key %q of id %q is the wire marker", key, id)
 			}
 		}
 	})
@@ -175,7 +178,7 @@ func TestSlot(t *testing.T) {
 	for _, id := range []string{"order-42", "", "a{b}c", "%7B", "}{:lock"} {
 		ks := k.For(id)
 		want := SlotOf(id)
-		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Waiters, ks.Channel} {
+		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Waiters} {
 			if got := Slot(key); got != want {
 				t.Errorf("Slot(%q) = %d, want SlotOf(%q) = %d", key, got, id, want)
 			}

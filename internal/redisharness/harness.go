@@ -97,7 +97,8 @@ const suiteLease = 10 * time.Minute
 
 // StateLeft returns id's keys, but for a fence key that expires within
 // its documented bound (scripts.FenceKeyExpires): a fence key with no TTL
-// is state left.
+// is state left. It looks at id's keys only, never at the prefix's wire
+// marker (keys.SuffixWire): protocol metadata with a TTL, not lock state.
 func (h *Harness) StateLeft(t *testing.T, id string) []string { return StateLeft(t, h.raw, h.ks, id) }
 
 // StateLeft is [Harness.StateLeft] of id in ks on raw's server, or on

@@ -20,6 +20,9 @@ func (s *Steps) ExtendBatch(ctx context.Context, reqs []backend.ExtendRequest) (
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	if err := s.wire(ctx); err != nil {
+		return nil, err
+	}
 	calls := make([]Call, len(reqs))
 	for i, r := range reqs {
 		calls[i] = s.extendCall(r)

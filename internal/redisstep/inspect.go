@@ -14,7 +14,7 @@ var _ backend.Inspector = (*Steps)(nil)
 // when a waiter was queued. In a client-side-caching mode its read of the
 // lock key tracks the key like a step's read.
 func (s *Steps) Inspect(ctx context.Context, id string, maxWaiters int) (backend.Inspection, error) {
-	if err := Check(s, ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return backend.Inspection{ID: id}, err
 	}
 	k, a := scripts.InspectCall(s.cfg.ks.For(id), maxWaiters)

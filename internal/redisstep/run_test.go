@@ -8,12 +8,17 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/fallback"
+	"github.com/redislocker/lock/internal/scripts"
 )
 
-// fakeClient answers each Eval with the next reply of its script.
+// fakeClient answers each Eval with the next reply of its script; it
+// answers the wire check with wire, apart (its calls are not in sent).
 type fakeClient struct {
 	replies []Reply
-	sent    []bool // eval flag of each Eval
+	sent    []bool     // eval flag of each Eval but the wire check's
+	wire    Reply      // the wire check's reply
+	wires   int        // wire checks sent
+	onWire  func(Call) // when set, sees each wire check's call
 }
 
 var (
@@ -22,7 +27,14 @@ var (
 	errReset    = errors.New("reset")
 )
 
-func (f *fakeClient) Eval(_ context.Context, _ Call, eval bool) Reply {
+func (f *fakeClient) Eval(_ context.Context, c Call, eval bool) Reply {
+	if c.Script.Name == scripts.Wire.Name {
+		f.wires++
+		if f.onWire != nil {
+			f.onWire(c)
+		}
+		return f.wire
+	}
 	f.sent = append(f.sent, eval)
 	r := f.replies[0]
 	f.replies = f.replies[1:]

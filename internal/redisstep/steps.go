@@ -36,11 +36,13 @@ type Steps struct {
 	perSlot bool   // one inbox per hash slot (see Inbox)
 	inbox   string // the one inbox, when not perSlot
 	address string // its address for the scripts (scripts.InboxAddress)
+
+	wireCheck wireCheck // the prefix's wire protocol version, checked before the steps (see wire)
 }
 
 // New returns the steps of cfg on c. r is needed when cfg has WaitReplicas.
 func New(cfg Config, c Client, r Replicas, h Hooks) *Steps {
-	s := &Steps{cfg: cfg, c: c, r: r, hooks: h}
+	s := &Steps{cfg: cfg, c: c, r: r, hooks: h, wireCheck: newWireCheck()}
 	// A script may send only to an inbox of its own slot on Redis Cluster,
 	// except by PUBLISH, which every node forwards to every other one.
 	s.perSlot = c.Cluster() && cfg.InboxKind() != scripts.InboxClassic
@@ -81,6 +83,15 @@ func Check(s *Steps, ctx context.Context) error {
 	return ctx.Err()
 }
 
+// ready is Check, then the wire protocol check (see wire) of a step that
+// is about to be sent.
+func (s *Steps) ready(ctx context.Context) error {
+	if err := Check(s, ctx); err != nil {
+		return err
+	}
+	return s.wire(ctx)
+}
+
 // Close marks s closed; it reports false when s already was.
 func Close(s *Steps) bool { return s.closed.CompareAndSwap(false, true) }
 
@@ -97,7 +108,7 @@ func (s *Steps) Resolution() time.Duration { return time.Millisecond }
 func (s *Steps) HandsOff() bool { return s.cfg.WaitReplicas() == 0 }
 
 func (s *Steps) acquireCall(req backend.AcquireRequest) Call {
-	k, a := s.cfg.consts.AcquireTo(s.cfg.ks.For(req.ID), req, s.inboxAddress(req.ID))
+	k, a := s.cfg.consts.Acquire(s.cfg.ks.For(req.ID), req, s.inboxAddress(req.ID))
 	return Call{Script: scripts.Acquire, Keys: k, Args: a}
 }
 
@@ -113,7 +124,7 @@ func (s *Steps) leaveCall(id, token string) Call {
 
 // Acquire runs the acquire script: fair try-acquire with optional enqueue.
 func (s *Steps) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
-	if err := Check(s, ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return backend.Grant{}, err
 	}
 	c := s.acquireCall(req)
@@ -138,7 +149,7 @@ func (s *Steps) Acquire(ctx context.Context, req backend.AcquireRequest) (backen
 
 // Release runs the release script: compare-and-delete, then wake the head.
 func (s *Steps) Release(ctx context.Context, id, token string) error {
-	if err := Check(s, ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	return s.release(ctx, id, token)
@@ -169,7 +180,7 @@ func (s *Steps) release(ctx context.Context, id, token string) error {
 
 // Extend runs the extend script: compare-and-PEXPIRE.
 func (s *Steps) Extend(ctx context.Context, id, token string, ttl time.Duration) error {
-	if err := Check(s, ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	c := s.extendCall(backend.ExtendRequest{ID: id, Token: token, TTL: ttl})
@@ -218,7 +229,7 @@ func (s *Steps) runBatch(ctx context.Context, calls []Call) (res []Reply, acks [
 // Leave runs the leave script: drop the entry, release a raced grant, wake
 // the new head.
 func (s *Steps) Leave(ctx context.Context, id, token string) error {
-	if err := Check(s, ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	r, err := s.run(ctx, s.leaveCall(id, token))
@@ -236,6 +247,9 @@ func (s *Steps) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterT
 	}
 	if len(waiters) == 0 {
 		return nil, nil
+	}
+	if err := s.wire(ctx); err != nil {
+		return nil, err
 	}
 	groups := scripts.GroupHeartbeats(waiters)
 	calls := make([]Call, len(groups))
@@ -270,10 +284,13 @@ func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest)
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	if err := s.wire(ctx); err != nil {
+		return nil, err
+	}
 	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), scripts.MaxAcquireBatch)
 	calls := make([]Call, len(groups))
 	for i, g := range groups {
-		k, a := s.cfg.consts.AcquireManyTo(s.cfg.ks, g, s.inboxAddress(g.Reqs[0].ID))
+		k, a := s.cfg.consts.AcquireMany(s.cfg.ks, g, s.inboxAddress(g.Reqs[0].ID))
 		calls[i] = Call{Script: scripts.AcquireMany, Keys: k, Args: a}
 	}
 	res, acks, err := s.runBatch(ctx, calls)
@@ -317,6 +334,9 @@ func (s *Steps) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error 
 	}
 	if len(waiters) == 0 {
 		return nil
+	}
+	if err := s.wire(ctx); err != nil {
+		return err
 	}
 	calls := make([]Call, len(waiters))
 	for i, w := range waiters {

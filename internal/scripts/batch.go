@@ -56,19 +56,13 @@ func GroupAcquires(reqs []backend.AcquireRequest, bySlot bool, limit int) []*Acq
 	return groups
 }
 
-// AcquireMany returns the KEYS and ARGV of one AcquireMany call for g, for
-// requesters with no inbox.
-func (c Consts) AcquireMany(ks keys.Keyspace, g *AcquireGroup) (keys, args []string) {
-	return c.AcquireManyTo(ks, g, "")
-}
-
-// AcquireManyTo returns the KEYS and ARGV of one AcquireMany call for g,
+// AcquireMany returns the KEYS and ARGV of one AcquireMany call for g,
 // whose requesters' wake-ups go to inbox while they are queued (see
-// InboxAddress; "" for each id's channel).
-func (c Consts) AcquireManyTo(ks keys.Keyspace, g *AcquireGroup, inbox string) (keys, args []string) {
+// InboxAddress).
+func (c Consts) AcquireMany(ks keys.Keyspace, g *AcquireGroup, inbox string) (keys, args []string) {
 	keys = make([]string, 0, 5*len(g.Reqs))
-	args = make([]string, 0, 4+5*len(g.Reqs))
-	args = append(args, c.maxWaiters, c.purgeLimit, c.pub)
+	args = make([]string, 0, 4+4*len(g.Reqs))
+	args = append(args, c.maxWaiters, c.purgeLimit, c.pub, inbox)
 	for _, r := range g.Reqs {
 		k := ks.For(r.ID)
 		keys = append(keys, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters)
@@ -76,10 +70,7 @@ func (c Consts) AcquireManyTo(ks keys.Keyspace, g *AcquireGroup, inbox string) (
 		if r.Wait {
 			wait, wttl = "1", Millis(r.WaiterTTL)
 		}
-		args = append(args, r.Token, Millis(r.TTL), wait, wttl, k.Channel)
-	}
-	if inbox != "" {
-		args = append(args, inbox)
+		args = append(args, r.Token, Millis(r.TTL), wait, wttl)
 	}
 	return keys, args
 }

@@ -36,7 +36,7 @@ func BenchmarkAcquireMany(b *testing.B) {
 			groups := GroupAcquires(reqs, false, 0)
 			cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, g := range groups {
-					k, a := cs.AcquireMany(ks, g)
+					k, a := cs.AcquireMany(ks, g, testInbox(ks))
 					p.EvalSha(ctx, AcquireMany.SHA1, k, anys(a)...)
 				}
 				return nil
@@ -61,7 +61,7 @@ func BenchmarkAcquireMany(b *testing.B) {
 		"script-per-id-pipelined": func(ks keys.Keyspace, reqs []backend.AcquireRequest) {
 			cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, r := range reqs {
-					k, a := cs.Acquire(ks.For(r.ID), r)
+					k, a := cs.Acquire(ks.For(r.ID), r, testInbox(ks))
 					p.EvalSha(ctx, Acquire.SHA1, k, anys(a)...)
 				}
 				return nil
@@ -75,7 +75,7 @@ func BenchmarkAcquireMany(b *testing.B) {
 		},
 		"script-per-id-loop": func(ks keys.Keyspace, reqs []backend.AcquireRequest) {
 			for _, r := range reqs {
-				k, a := cs.Acquire(ks.For(r.ID), r)
+				k, a := cs.Acquire(ks.For(r.ID), r, testInbox(ks))
 				if err := c.EvalSha(ctx, Acquire.SHA1, k, anys(a)...).Err(); err != nil {
 					b.Fatal(err)
 				}

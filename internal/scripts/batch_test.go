@@ -19,7 +19,7 @@ func runAcquireMany(t testing.TB, c *redis.Client, cs Consts, ks keys.Keyspace, 
 	t.Helper()
 	out := make([]backend.BatchGrant, len(reqs))
 	for _, g := range GroupAcquires(reqs, bySlot, limit) {
-		k, a := cs.AcquireMany(ks, g)
+		k, a := cs.AcquireMany(ks, g, testInbox(ks))
 		vals, err := evalsha(context.Background(), c, AcquireMany, k, a).Int64Slice()
 		if err != nil {
 			t.Fatalf("acquire_many: %v", err)
@@ -36,7 +36,7 @@ func runAcquireEach(t testing.TB, c *redis.Client, cs Consts, ks keys.Keyspace, 
 	t.Helper()
 	out := make([]backend.BatchGrant, len(reqs))
 	for i, r := range reqs {
-		k, a := cs.Acquire(ks.For(r.ID), r)
+		k, a := cs.Acquire(ks.For(r.ID), r, testInbox(ks))
 		vals, err := evalsha(context.Background(), c, Acquire, k, a).Int64Slice()
 		if err != nil {
 			if e := MapError(err.Error()); e != nil {
@@ -113,7 +113,7 @@ func TestAcquireManyValidates(t *testing.T) {
 		{ID: "b", Token: "T", TTL: time.Second, Wait: true, WaiterTTL: time.Second},
 	}
 	g := GroupAcquires(good, false, 0)[0]
-	k, a := NewConsts(10, 10, Classic).AcquireMany(ks, g)
+	k, a := NewConsts(10, 10, Classic).AcquireMany(ks, g, testInbox(ks))
 	with := func(i int, v string) []string {
 		out := append([]string(nil), a...)
 		out[i] = v
@@ -131,11 +131,12 @@ func TestAcquireManyValidates(t *testing.T) {
 		{"last ttl 0", k, with(9, "0")},
 		{"last wait 2", k, with(10, "2")},
 		{"last waiter ttl 0", k, with(11, "0")},
-		{"last channel empty", k, with(12, "")},
-		{"bad inbox", k, append(a, "X")},
+		{"no inbox", k, with(3, "")},
+		{"inbox of no kind", k, with(3, "Xname")},
+		{"an extra argument", k, append(a, "X")},
 		{"an argument missing", k, a[:len(a)-1]},
 		{"a key missing", k[:len(k)-1], a},
-		{"no id", nil, a[:3]},
+		{"no id", nil, a[:4]},
 	}
 	for _, tc := range cases {
 		err := c.Eval(ctx, AcquireMany.Source, tc.keys, anys(tc.args)...).Err()
@@ -208,10 +209,10 @@ func TestAcquireManyBatchChecks(t *testing.T) {
 	c.HSet(ctx, ks.For("ahead").Counters, "fence", fmt.Sprint(ahead))
 	c.PExpire(ctx, ks.For("ahead").Counters, time.Hour)
 	// "waited": free, with a live waiter W at the head.
-	waited := &opsScripts{t: t, c: c, id: "waited", k: ks.For("waited")}
+	waited := &opsScripts{t: t, c: c, id: "waited", k: ks.For("waited"), inbox: ks.Inbox("t", -1)}
 	w := waited.k
 	waited.grantFence(Acquire, "X")
-	ak, aa := cs.Acquire(w, backend.AcquireRequest{ID: "waited", Token: "W", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute})
+	ak, aa := waited.acquireCall(cs, backend.AcquireRequest{ID: "waited", Token: "W", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute})
 	if r, err := run(t, c, Acquire, ak, aa).Int64Slice(); err != nil || r[4] != 1 {
 		t.Fatalf("W not queued: %v, %v", r, err)
 	}

@@ -19,11 +19,12 @@ import (
 func TestUncontendedCycleCost(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
-	k := testKeys(t, c, "").For("cycle")
+	ks := testKeys(t, c, "")
+	k := ks.For("cycle")
 	const want = 11
 	cs := NewConsts(100, 100, Classic)
 	cycle := func() {
-		ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second})
+		ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second}, testInbox(ks))
 		r, err := evalsha(ctx, c, Acquire, ak, aa).Int64Slice()
 		if err != nil || r[0] != 1 {
 			t.Fatalf("acquire = %v, %v", r, err)
@@ -83,7 +84,7 @@ return 1`)
 	// pair is a cycle of acquire and release scripts with cs's arguments.
 	pair := func(cs Consts, acquire, release Script) func() {
 		return func() {
-			ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second})
+			ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second}, testInbox(ks))
 			if err := evalsha(ctx, c, acquire, ak, aa).Err(); err != nil {
 				b.Fatal(err)
 			}

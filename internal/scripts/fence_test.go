@@ -18,7 +18,7 @@ func (o *opsScripts) grantFence(s Script, tok string) uint64 {
 
 func (o *opsScripts) grantFenceTTL(s Script, tok string, ttl time.Duration) uint64 {
 	o.t.Helper()
-	ak, aa := NewConsts(10, 10, Classic).Acquire(o.k, backend.AcquireRequest{ID: o.id, Token: tok, TTL: ttl})
+	ak, aa := o.acquireCall(NewConsts(10, 10, Classic), backend.AcquireRequest{ID: o.id, Token: tok, TTL: ttl})
 	r, err := run(o.t, o.c, s, ak, aa).Int64Slice()
 	if err != nil || r[0] != 1 {
 		o.t.Fatalf("%s not granted to %s: %v, %v", o.id, tok, r, err)
@@ -93,32 +93,5 @@ func TestFencesNeverGoBack(t *testing.T) {
 	}
 	if g := o.grantFence(acquire, "R"); g <= f {
 		t.Fatalf("fence %d after %d", g, f)
-	}
-}
-
-// TestFenceKeyOfAnOlderVersion checks that an id whose counters hash was
-// left by an older version of the scripts (fence, ticket and rel fields,
-// no TTL) is taken over: fences go on above its fence, its release record
-// still answers a resent release, and the key gets a TTL.
-func TestFenceKeyOfAnOlderVersion(t *testing.T) {
-	o := newOps(t, "old")
-	c, k, ctx := o.c, o.k, context.Background()
-	c.HSet(ctx, k.Counters, "fence", 41, "ticket", 7, "rel", "X")
-	o.releaseOK(Release, "X") // X's resent release
-	if f := o.grantFence(Acquire, "A"); f <= 41 {
-		t.Fatalf("fence %d over an older hash with fence 41, want more", f)
-	}
-	if d := c.PTTL(ctx, k.Counters).Val(); d <= 0 {
-		t.Fatalf("the fence key has PTTL %v after a grant, want a TTL", d)
-	}
-	o.releaseOK(Release, "A")
-	// A release onto an older hash (the lock taken before an upgrade).
-	c.Set(ctx, k.Lock, "B", time.Minute)
-	c.Del(ctx, k.Counters)
-	c.HSet(ctx, k.Counters, "fence", 3) // no TTL
-	o.releaseOK(Release, "B")
-	o.releaseOK(Release, "B") // resent
-	if d := c.PTTL(ctx, k.Counters).Val(); d <= 0 {
-		t.Fatalf("the fence key has PTTL %v after a release, want a TTL", d)
 	}
 }

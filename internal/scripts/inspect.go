@@ -75,5 +75,5 @@ func ParseInspect(id string, r []string) (backend.Inspection, error) {
 // ForceReleaseCall returns the KEYS and ARGV of force_release.
 func ForceReleaseCall(k keys.ID, fence uint64, purgeLimit int, pub Publish) (keys, args []string) {
 	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters},
-		[]string{strconv.FormatUint(fence, 10), strconv.Itoa(purgeLimit), k.Channel, string(pub)}
+		[]string{strconv.FormatUint(fence, 10), strconv.Itoa(purgeLimit), string(pub)}
 }

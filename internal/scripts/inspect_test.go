@@ -17,7 +17,7 @@ import (
 func (o *opsScripts) acquire(token string, wait bool) {
 	o.t.Helper()
 	req := backend.AcquireRequest{ID: "id", Token: token, TTL: time.Minute, Wait: wait, WaiterTTL: time.Minute}
-	k, a := NewConsts(100, 100, Classic).Acquire(o.k, req)
+	k, a := o.acquireCall(NewConsts(100, 100, Classic), req)
 	if err := o.eval(Acquire, k, a).Err(); err != nil {
 		o.t.Fatal(err)
 	}
@@ -138,7 +138,6 @@ func TestForceReleaseScript(t *testing.T) {
 	}
 	o.acquire("H", false)
 	o.acquire("W", true)
-	o.legacy("W") // woken, not granted: the lock is free after the forced release
 	fence, _ := o.c.HGet(ctx, o.k.Counters, "fence").Uint64()
 	err := force(fence + 1)
 	if !errors.Is(MapError(errMsg(err)), backend.ErrNotHeld) || !strings.Contains(errMsg(err), "fence") {
@@ -147,20 +146,16 @@ func TestForceReleaseScript(t *testing.T) {
 	if o.c.Get(ctx, o.k.Lock).Val() != "H" {
 		t.Fatal("a refused forced release changed the lock")
 	}
-	sub := o.c.Subscribe(ctx, o.k.Channel)
-	defer sub.Close()
-	if _, err := sub.ReceiveTimeout(ctx, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	_, next := o.wakes()
 	if err := force(fence); err != nil {
 		t.Fatalf("right fence: %v", err)
 	}
-	if n := o.c.Exists(ctx, o.k.Lock).Val(); n != 0 {
-		t.Fatal("the lock is still there")
+	// The lock goes to the head, W, as a release hands it off.
+	if w := next("the forced release"); w.Token != "W" || w.Grant == nil || w.Grant.Fence <= fence {
+		t.Fatalf("wake-up: %+v; want W's grant, with a fence above %d", w, fence)
 	}
-	m, err := sub.ReceiveTimeout(ctx, 5*time.Second)
-	if msg, ok := m.(*redis.Message); err != nil || !ok || msg.Payload != ":W" {
-		t.Fatalf("wake-up: %v, %v; want the head's token W", m, err)
+	if holder := o.c.Get(ctx, o.k.Lock).Val(); holder != "W" {
+		t.Fatalf("lock = %q after the forced release, want W's (a hand-off)", holder)
 	}
 	// The former holder's release is refused: it no longer holds the lock.
 	k, a := NewConsts(100, 100, Classic).Release(o.k, "H")

@@ -58,7 +58,7 @@ func TestEveryKeyExpires(t *testing.T) {
 	for i := range 2300 {
 		id := fmt.Sprint("order-", i)
 		k := ks.For(id)
-		ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: id, Token: "A", TTL: lease})
+		ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: id, Token: "A", TTL: lease}, testInbox(ks))
 		if r, _ := run(t, c, acquire, ak, aa).Int64Slice(); len(r) == 0 || r[0] != 1 {
 			t.Fatalf("%s not granted: %v", id, r)
 		}
@@ -67,7 +67,7 @@ func TestEveryKeyExpires(t *testing.T) {
 			rk, ra := cs.Release(k, "A")
 			run(t, c, release, rk, ra)
 		case i >= 2200:
-			wk, wa := cs.Acquire(k, backend.AcquireRequest{ID: id, Token: "W", TTL: lease, Wait: true, WaiterTTL: 500 * time.Millisecond})
+			wk, wa := cs.Acquire(k, backend.AcquireRequest{ID: id, Token: "W", TTL: lease, Wait: true, WaiterTTL: 500 * time.Millisecond}, testInbox(ks))
 			if r, _ := run(t, c, acquire, wk, wa).Int64Slice(); len(r) == 0 || r[4] != 1 {
 				t.Fatalf("%s: waiter not queued: %v", id, r)
 			}

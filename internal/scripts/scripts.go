@@ -38,27 +38,32 @@
 //   - heartbeat: purge, refresh the deadlines of the listed waiters of one
 //     id that are still queued, report queued/ready, hand off to the head
 //     when the lock is free.
+//   - wire: the check of the prefix's wire protocol version, once before
+//     a Backend's first step and again at most every keys.WireRefresh.
 //
 // Direct hand-off (backend.HandOffer): every script that finds the lock
 // free with a live head queued grants it to the head in the same script
 // (SET PX with the lease TTL of the head's waiter record, the next fence,
 // the head's entry removed), and the head's wake-up carries the grant:
 // "g<fence>,<ttl ms>,<µs>:<token>", µs being the server's clock at the
-// grant. A head with no record (an older version's) is woken instead: its
-// payload is ":" and its token. Only the head is named. A wake-up
-// goes where the head's waiter record says its process listens (the
-// inbox the acquire call gave when it queued; see [InboxAddress]): PUBLISH
-// or SPUBLISH of its inbox channel, or RPUSH to its inbox key, as
+// grant. Only the head is named. A wake-up goes where the head's waiter
+// record says its process listens (the inbox the acquire call gave when it
+// queued; every acquire names one, see [InboxAddress]): PUBLISH or
+// SPUBLISH of its inbox channel, or RPUSH to its inbox key, as
 // "<n>:<tag><payload>" (tag: the hash tag of the id's keys, n its length).
-// A head with no inbox is woken on the id's channel with the bare payload. A step after which the lock is held
-// and the head changed (a grant with waiters left, the head's leave, a
-// purge) tells the new head instead, unless it is the step's requester:
-// "<ms>:<token>", ms being the holder's remaining TTL (the new lease's,
-// after a grant). A grant that leaves no waiter sends nothing. The id's
-// channel and the inbox channels take PUBLISH, or SPUBLISH
-// (sharded pub/sub, Redis 7.0 or newer) when the adapter is told so: every
-// call takes the [Publish] command. The scripts reject SPUBLISH on a
-// server older than 7.0 (LOCKBADARG) before they write anything.
+// A wake-up the inbox refuses is dropped, as a lost message would be. A
+// step after which the lock is held and the head changed (a grant with
+// waiters left, the head's leave, a purge) tells the new head instead,
+// unless it is the step's requester: "<ms>:<token>", ms being the holder's
+// remaining TTL (the new lease's, after a grant). A head that cannot take
+// the hand-off (past its deadline, not purged yet) is sent ":<token>".
+// A grant that leaves no waiter sends nothing. Every step call takes the
+// Backend's [Publish] command, which the scripts check: they reject
+// SPUBLISH on a server older than 7.0 (LOCKBADARG) before they write
+// anything.
+//
+// The wire check ([Wire]) is not a step of an id: it reads and sets the
+// prefix's marker of the wire protocol version (see keys.SuffixWire).
 package scripts
 
 import (
@@ -92,9 +97,10 @@ var (
 	Heartbeat = load("heartbeat")
 )
 
-// All returns every script, e.g. to SCRIPT LOAD them up front.
+// All returns every script a Backend sends, e.g. to SCRIPT LOAD them up
+// front.
 func All() []Script {
-	return []Script{Acquire, Release, Extend, Leave, Heartbeat, AcquireMany}
+	return []Script{Acquire, Release, Extend, Leave, Heartbeat, AcquireMany, Wire}
 }
 
 // load returns the script lua/<name>.lua, prefixed by lib.lua and by the
@@ -145,6 +151,7 @@ const (
 	CodeNotHeld   = "LOCKNOTHELD"   // release, extend: the token does not hold the lock
 	CodeQueueFull = "LOCKQUEUEFULL" // acquire: the id has max waiters
 	CodeBadArg    = "LOCKBADARG"    // any: an ARGV entry is invalid
+	CodeWire      = "LOCKWIRE"      // wire: the marker holds another version, which follows the code
 )
 
 // ErrorCode returns the code of a script's error reply message, or "" when
@@ -153,7 +160,7 @@ func ErrorCode(msg string) string {
 	msg = strings.TrimPrefix(msg, "ERR ")
 	code, _, _ := strings.Cut(msg, " ")
 	switch code {
-	case CodeNotHeld, CodeQueueFull, CodeBadArg:
+	case CodeNotHeld, CodeQueueFull, CodeBadArg, CodeWire:
 		return code
 	}
 	return ""
@@ -193,18 +200,20 @@ func FenceKeyExpires(pttl, longest time.Duration) bool {
 	return pttl > 0 && pttl <= FenceIdle+longest
 }
 
-// Publish is the command the scripts send wake-ups with.
+// Publish is a Backend's pub/sub command, which every step passes to the
+// scripts: they check it against the server. A wake-up goes by the kind of
+// its inbox ([InboxKind]), which follows the same setting.
 type Publish string
 
-// The wake-up commands.
+// The pub/sub commands.
 const (
 	// Classic is PUBLISH: every subscriber of the channel hears it, on any
 	// node; on Redis Cluster every node forwards it to every other node.
 	Classic Publish = "PUBLISH"
 	// Sharded is SPUBLISH (Redis 7.0 or newer): only the subscribers
 	// (SSUBSCRIBE) on the node that serves the channel's slot hear it,
-	// and no other node is told. The channel has the hash tag of the id's
-	// keys, so it is the node that ran the script.
+	// and no other node is told. An inbox channel of this kind has the
+	// hash tag of a slot, so it is the node that ran the script.
 	Sharded Publish = "SPUBLISH"
 )
 

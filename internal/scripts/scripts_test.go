@@ -70,8 +70,8 @@ func TestScriptsLoadWithTheirSHA1(t *testing.T) {
 			t.Fatalf("%s does not start with lib.lua", s.Name)
 		}
 	}
-	if len(names) != 6 {
-		t.Fatalf("All() = %v, want 6 distinct scripts", names)
+	if len(names) != 7 {
+		t.Fatalf("All() = %v, want 7 distinct scripts", names)
 	}
 }
 
@@ -80,11 +80,12 @@ func TestScriptsLoadWithTheirSHA1(t *testing.T) {
 func TestScriptsValidateArgv(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
-	k := testKeys(t, c, "").For("id")
+	ks := testKeys(t, c, "")
+	k := ks.For("id")
 	long := strings.Repeat("t", 129)
 	good := backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second, Wait: true, WaiterTTL: time.Second}
 	cs := NewConsts(10, 10, Classic)
-	acqKeys, acqArgs := cs.Acquire(k, good)
+	acqKeys, acqArgs := cs.Acquire(k, good, testInbox(ks))
 	with := func(args []string, i int, v string) []string {
 		out := append([]string(nil), args...)
 		out[i] = v
@@ -94,6 +95,7 @@ func TestScriptsValidateArgv(t *testing.T) {
 	extKeys, extArgs := cs.Extend(k, "T", time.Second)
 	lvKeys, lvArgs := cs.Leave(k, "T")
 	hbKeys, hbArgs := cs.Heartbeat(k, []string{"T"}, time.Second)
+	wireKeys, wireArgs := WireCall(ks, 1, time.Second)
 	cases := []struct {
 		name   string
 		script Script
@@ -111,26 +113,31 @@ func TestScriptsValidateArgv(t *testing.T) {
 		{"acquire waiter ttl 0", Acquire, acqKeys, with(acqArgs, 3, "0")},
 		{"acquire max waiters 0", Acquire, acqKeys, with(acqArgs, 4, "0")},
 		{"acquire purge limit too big", Acquire, acqKeys, with(acqArgs, 5, "100001")},
-		{"acquire no channel", Acquire, acqKeys, with(acqArgs, 6, "")},
-		{"acquire no publish", Acquire, acqKeys, with(acqArgs, 7, "")},
-		{"acquire publish lowercase", Acquire, acqKeys, with(acqArgs, 7, "publish")},
-		{"acquire publish other command", Acquire, acqKeys, with(acqArgs, 7, "DEL")},
-		{"acquire inbox of no kind", Acquire, acqKeys, with(acqArgs, 8, "Xname")},
-		{"acquire inbox with no name", Acquire, acqKeys, with(acqArgs, 8, "P")},
+		{"acquire no publish", Acquire, acqKeys, with(acqArgs, 6, "")},
+		{"acquire publish lowercase", Acquire, acqKeys, with(acqArgs, 6, "publish")},
+		{"acquire publish other command", Acquire, acqKeys, with(acqArgs, 6, "DEL")},
+		{"acquire no inbox", Acquire, acqKeys, with(acqArgs, 7, "")},
+		{"acquire inbox missing", Acquire, acqKeys, acqArgs[:7]},
+		{"acquire inbox of no kind", Acquire, acqKeys, with(acqArgs, 7, "Xname")},
+		{"acquire inbox with no name", Acquire, acqKeys, with(acqArgs, 7, "P")},
 		{"acquire missing args", Acquire, acqKeys, acqArgs[:3]},
 		{"release empty token", Release, relKeys, with(relArgs, 0, "")},
 		{"release purge limit 0", Release, relKeys, with(relArgs, 1, "0")},
-		{"release no channel", Release, relKeys, with(relArgs, 2, "")},
-		{"release publish other command", Release, relKeys, with(relArgs, 3, "SET")},
+		{"release no publish", Release, relKeys, relArgs[:2]},
+		{"release publish other command", Release, relKeys, with(relArgs, 2, "SET")},
 		{"extend ttl 0", Extend, extKeys, with(extArgs, 1, "0")},
 		{"extend long token", Extend, extKeys, with(extArgs, 0, long)},
 		{"leave empty token", Leave, lvKeys, with(lvArgs, 0, "")},
 		{"leave purge limit text", Leave, lvKeys, with(lvArgs, 1, "x")},
-		{"leave no publish", Leave, lvKeys, lvArgs[:3]},
+		{"leave no publish", Leave, lvKeys, lvArgs[:2]},
 		{"heartbeat ttl 0", Heartbeat, hbKeys, with(hbArgs, 0, "0")},
-		{"heartbeat no tokens", Heartbeat, hbKeys, hbArgs[:4]},
-		{"heartbeat empty token", Heartbeat, hbKeys, with(hbArgs, 4, "")},
-		{"heartbeat publish is a token", Heartbeat, hbKeys, with(hbArgs, 3, "T")},
+		{"heartbeat no tokens", Heartbeat, hbKeys, hbArgs[:3]},
+		{"heartbeat empty token", Heartbeat, hbKeys, with(hbArgs, 3, "")},
+		{"heartbeat publish is a token", Heartbeat, hbKeys, with(hbArgs, 2, "T")},
+		{"wire version 0", Wire, wireKeys, with(wireArgs, 0, "0")},
+		{"wire version text", Wire, wireKeys, with(wireArgs, 0, "v1")},
+		{"wire ttl 0", Wire, wireKeys, with(wireArgs, 1, "0")},
+		{"wire no ttl", Wire, wireKeys, wireArgs[:1]},
 	}
 	for _, tc := range cases {
 		args := make([]any, len(tc.args))
@@ -143,7 +150,7 @@ func TestScriptsValidateArgv(t *testing.T) {
 			t.Errorf("%s: got %v, want a LOCKBADARG error reply", tc.name, err)
 		}
 	}
-	if n := c.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters).Val(); n != 0 {
+	if n := c.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters, ks.Wire()).Val(); n != 0 {
 		t.Fatalf("bad input wrote %d keys", n)
 	}
 	// The good arguments pass validation.
@@ -179,50 +186,53 @@ func TestParseAcquire(t *testing.T) {
 	}
 }
 
-// TestShardedWakeUp checks that a release with Sharded sends the wake-up
-// with SPUBLISH (an SSUBSCRIBE subscriber hears it, a SUBSCRIBE one does
-// not) and with Classic with PUBLISH.
+// TestShardedWakeUp checks that a wake-up to an inbox of the sharded kind
+// goes by SPUBLISH (an SSUBSCRIBE subscriber hears it, a SUBSCRIBE one
+// does not), and to one of the classic kind by PUBLISH, whatever the
+// releasing Backend's own setting.
 func TestShardedWakeUp(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
 	if v, err := c.Eval(ctx, "return redis.REDIS_VERSION_NUM", nil).Int(); err != nil || v < 0x070000 {
 		t.Skipf("sharded pub/sub needs Redis 7.0 (REDIS_VERSION_NUM %x, %v)", v, err)
 	}
-	k := testKeys(t, c, "").For("id")
-	classic := c.Subscribe(ctx, k.Channel)
+	ks := testKeys(t, c, "")
+	k := ks.For("id")
+	inbox := ks.Inbox("t", keys.SlotOf("id"))
+	classic := c.Subscribe(ctx, inbox)
 	defer classic.Close()
-	sharded := c.SSubscribe(ctx, k.Channel)
+	sharded := c.SSubscribe(ctx, inbox)
 	defer sharded.Close()
 	for _, ps := range []*redis.PubSub{classic, sharded} {
 		if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil { // the confirmation
 			t.Fatal(err)
 		}
 	}
-	for _, pub := range []Publish{Sharded, Classic} {
+	for _, kind := range []InboxKind{InboxSharded, InboxClassic} {
+		pub := Sharded
+		if kind == InboxSharded {
+			pub = Classic // the releasing Backend's setting does not choose the command
+		}
 		cs := NewConsts(10, 10, pub)
 		hold := backend.AcquireRequest{ID: "id", Token: "H", TTL: time.Minute}
 		wait := backend.AcquireRequest{ID: "id", Token: "W", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute}
 		for _, r := range []backend.AcquireRequest{hold, wait} {
-			kk, a := cs.Acquire(k, r)
+			kk, a := cs.Acquire(k, r, InboxAddress(kind, inbox))
 			if err := c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err(); err != nil {
 				t.Fatal(err)
 			}
-		}
-		// W queued with an older version: woken, not granted.
-		if err := c.HDel(ctx, k.Waiters, "W").Err(); err != nil {
-			t.Fatal(err)
 		}
 		kk, a := cs.Release(k, "H")
 		if err := c.Eval(ctx, Release.Source, kk, anys(a)...).Err(); err != nil {
 			t.Fatal(err)
 		}
 		heard, silent := sharded, classic
-		if pub == Classic {
+		if kind == InboxClassic {
 			heard, silent = classic, sharded
 		}
 		m, err := heard.ReceiveTimeout(ctx, 5*time.Second)
-		if msg, ok := m.(*redis.Message); err != nil || !ok || msg.Payload != ":W" {
-			t.Fatalf("%s: the subscriber got %v, %v; want the head's token W", pub, m, err)
+		if msg, ok := m.(*redis.Message); err != nil || !ok || !strings.HasPrefix(msg.Payload, "2:idg") || !strings.HasSuffix(msg.Payload, ":W") {
+			t.Fatalf("inbox kind %c: the subscriber got %v, %v; want W's grant", kind, m, err)
 		}
 		// The silent one gets nothing: a PING's PONG is the next thing it reads.
 		if err := silent.Ping(ctx); err != nil {
@@ -231,10 +241,10 @@ func TestShardedWakeUp(t *testing.T) {
 		if m, err := silent.ReceiveTimeout(ctx, 5*time.Second); err != nil {
 			t.Fatal(err)
 		} else if _, ok := m.(*redis.Pong); !ok {
-			t.Fatalf("%s: the other kind of subscriber got %v", pub, m)
+			t.Fatalf("inbox kind %c: the other kind of subscriber got %v", kind, m)
 		}
-		kk, a = cs.Leave(k, "W")
-		if err := c.Eval(ctx, Leave.Source, kk, anys(a)...).Err(); err != nil {
+		kk, a = cs.Release(k, "W")
+		if err := c.Eval(ctx, Release.Source, kk, anys(a)...).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -254,15 +264,32 @@ func TestShardedNeedsRedis7(t *testing.T) {
 	ctx := context.Background()
 	ks, _ := keys.New("t:")
 	k := ks.For("id")
-	kk, a := NewConsts(10, 10, Sharded).Acquire(k, backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second})
-	err = c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err()
-	if err == nil || ErrorCode(err.Error()) != CodeBadArg || !strings.Contains(err.Error(), "Redis 7.0") {
-		t.Fatalf("acquire with SPUBLISH on miniredis: %v; want LOCKBADARG naming Redis 7.0", err)
+	req := backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second}
+	classic := InboxAddress(InboxClassic, ks.Inbox("t", -1))
+	sharded := InboxAddress(InboxSharded, ks.Inbox("t", keys.SlotOf("id")))
+	type call struct {
+		what       string
+		script     Script
+		keys, args []string
 	}
-	if n := c.Exists(ctx, k.Lock, k.Counters).Val(); n != 0 {
-		t.Fatalf("a refused call wrote %d keys", n)
+	var calls []call
+	add := func(what string, script Script, k, a []string) { calls = append(calls, call{what, script, k, a}) }
+	kk, a := NewConsts(10, 10, Sharded).Acquire(k, req, classic)
+	add("an acquire with SPUBLISH", Acquire, kk, a)
+	kk, a = NewConsts(10, 10, Classic).Acquire(k, req, sharded)
+	add("an acquire with a sharded inbox", Acquire, kk, a)
+	kk, a = NewConsts(10, 10, Sharded).Release(k, "T")
+	add("a release with SPUBLISH", Release, kk, a)
+	for _, cl := range calls {
+		err := c.Eval(ctx, cl.script.Source, cl.keys, anys(cl.args)...).Err()
+		if err == nil || ErrorCode(err.Error()) != CodeBadArg || !strings.Contains(err.Error(), "Redis 7.0") {
+			t.Fatalf("%s on miniredis: %v; want LOCKBADARG naming Redis 7.0", cl.what, err)
+		}
+		if n := c.Exists(ctx, k.Lock, k.Counters).Val(); n != 0 {
+			t.Fatalf("%s, refused, wrote %d keys", cl.what, n)
+		}
 	}
-	kk, a = NewConsts(10, 10, Classic).Acquire(k, backend.AcquireRequest{ID: "id", Token: "T", TTL: time.Second})
+	kk, a = NewConsts(10, 10, Classic).Acquire(k, req, classic)
 	if err := c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err(); err != nil {
 		t.Fatalf("acquire with PUBLISH on miniredis: %v", err)
 	}

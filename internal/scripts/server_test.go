@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/keys"
 	"github.com/redislocker/lock/internal/redistest"
 )
@@ -57,19 +58,34 @@ func cleanup(t testing.TB, c *redis.Client, kss ...keys.Keyspace) {
 	}
 }
 
+// testInbox returns the inbox address the tests' requesters on ks give:
+// the classic pub/sub inbox channel of a process named "t" (keys.Inbox),
+// which a test subscribes to when it looks at wake-ups.
+func testInbox(ks keys.Keyspace) string {
+	return InboxAddress(InboxClassic, ks.Inbox("t", -1))
+}
+
 // opsScripts runs the test's scripts on the keys of one id.
 type opsScripts struct {
-	t  *testing.T
-	c  *redis.Client
-	id string
-	k  keys.ID
+	t     *testing.T
+	c     *redis.Client
+	id    string
+	k     keys.ID
+	inbox string // the requesters' inbox channel (testInbox)
 }
 
 // newOps returns the scripts' runner for id, on the test's keys of the
 // shared server.
 func newOps(t *testing.T, id string) *opsScripts {
 	c := client(t)
-	return &opsScripts{t: t, c: c, id: id, k: testKeys(t, c, "").For(id)}
+	ks := testKeys(t, c, "")
+	return &opsScripts{t: t, c: c, id: id, k: ks.For(id), inbox: ks.Inbox("t", -1)}
+}
+
+// acquireCall returns the KEYS and ARGV of acquire for req, with the
+// test's inbox.
+func (o *opsScripts) acquireCall(cs Consts, req backend.AcquireRequest) (k, a []string) {
+	return cs.Acquire(o.k, req, InboxAddress(InboxClassic, o.inbox))
 }
 
 // eval runs s with EVAL.

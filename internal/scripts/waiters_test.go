@@ -15,7 +15,7 @@ import (
 func (o *opsScripts) acquireTTL(token string, ttl time.Duration, wait bool) backend.Grant {
 	o.t.Helper()
 	req := backend.AcquireRequest{ID: "id", Token: token, TTL: ttl, Wait: wait, WaiterTTL: time.Minute}
-	k, a := NewConsts(100, 100, Classic).Acquire(o.k, req)
+	k, a := o.acquireCall(NewConsts(100, 100, Classic), req)
 	r, err := o.eval(Acquire, k, a).Int64Slice()
 	if err != nil {
 		o.t.Fatal(err)
@@ -27,21 +27,13 @@ func (o *opsScripts) acquireTTL(token string, ttl time.Duration, wait bool) back
 	return g
 }
 
-// legacy removes the waiter records of toks, as if they had queued with an
-// older version: no hand-off to them then, the step wakes them.
-func (o *opsScripts) legacy(toks ...string) {
-	if err := o.c.HDel(context.Background(), o.k.Waiters, toks...).Err(); err != nil {
-		o.t.Fatal(err)
-	}
-}
-
 // records returns the waiter records of the test's id.
 func (o *opsScripts) records() map[string]string {
 	return o.c.HGetAll(context.Background(), o.k.Waiters).Val()
 }
 
-// A queued token has a waiter record ("<lease TTL ms>:", the inbox empty)
-// exactly while it is in the queue: written by the enqueue, rewritten by a
+// A queued token has a waiter record ("<lease TTL ms>:<inbox>") exactly
+// while it is in the queue: written by the enqueue, rewritten by a
 // retry with another TTL, removed by a grant, a leave, a purge by any step
 // and a heartbeat that finds the entry dead. The record key expires with
 // the queue.
@@ -76,29 +68,32 @@ func TestWaiterRecordFollowsTheQueue(t *testing.T) {
 		}
 	}
 	cs := NewConsts(100, 100, Classic)
+	inbox := InboxAddress(InboxClassic, o.inbox)
+	rec := func(ttl time.Duration) string { return Millis(ttl) + ":" + inbox }
+	m1, m2, s15 := rec(time.Minute), rec(2*time.Minute), rec(1500*time.Millisecond)
 
 	o.acquireTTL("H", time.Minute, false)
 	o.acquireTTL("W1", time.Minute, true)
-	want("W1 queued", map[string]string{"W1": "60000:"})
+	want("W1 queued", map[string]string{"W1": m1})
 	o.acquireTTL("W1", 2*time.Minute, true)
-	want("W1 retried with another TTL", map[string]string{"W1": "120000:"})
+	want("W1 retried with another TTL", map[string]string{"W1": m2})
 	for _, tok := range []string{"W2", "W3", "W4", "W5"} {
 		o.acquireTTL(tok, 1500*time.Millisecond, true)
 	}
-	want("5 queued", map[string]string{"W1": "120000:", "W2": "1500:", "W3": "1500:", "W4": "1500:", "W5": "1500:"})
+	want("5 queued", map[string]string{"W1": m2, "W2": s15, "W3": s15, "W4": s15, "W5": s15})
 
 	k, a := cs.Leave(o.k, "W2")
 	if err := o.eval(Leave, k, a).Err(); err != nil {
 		t.Fatal(err)
 	}
-	want("W2 left", map[string]string{"W1": "120000:", "W3": "1500:", "W4": "1500:", "W5": "1500:"})
+	want("W2 left", map[string]string{"W1": m2, "W3": s15, "W4": s15, "W5": s15})
 
 	kill("W3")
 	k, a = cs.Heartbeat(o.k, []string{"W3", "W4"}, time.Minute)
 	if err := o.eval(Heartbeat, k, a).Err(); err != nil {
 		t.Fatal(err)
 	}
-	want("W3 dead, found by a heartbeat", map[string]string{"W1": "120000:", "W4": "1500:", "W5": "1500:"})
+	want("W3 dead, found by a heartbeat", map[string]string{"W1": m2, "W4": s15, "W5": s15})
 
 	k, a = cs.Release(o.k, "H")
 	if err := o.eval(Release, k, a).Err(); err != nil {
@@ -107,11 +102,11 @@ func TestWaiterRecordFollowsTheQueue(t *testing.T) {
 	if g := o.acquireTTL("W1", 2*time.Minute, true); !g.Acquired {
 		t.Fatalf("W1 after H's release: %+v, want a grant", g)
 	}
-	want("W1 granted", map[string]string{"W4": "1500:", "W5": "1500:"})
+	want("W1 granted", map[string]string{"W4": s15, "W5": s15})
 
 	kill("W4")
 	o.acquireTTL("W6", time.Minute, true) // its purge removes W4
-	want("W4 purged by an enqueue", map[string]string{"W5": "1500:", "W6": "60000:"})
+	want("W4 purged by an enqueue", map[string]string{"W5": s15, "W6": m1})
 
 	kill("W5")
 	kill("W6")

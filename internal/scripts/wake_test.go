@@ -2,13 +2,12 @@ package scripts
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/wakefns"
 )
 
@@ -35,43 +34,70 @@ func subscribed(t *testing.T, c *redis.Client, channels ...string) (*redis.PubSu
 	}
 }
 
+// wakes subscribes to the test's inbox channel and returns the
+// subscription and a function that returns the next wake-up on it, for the
+// test's id, failing the test after 5 s or on any other message.
+func (o *opsScripts) wakes() (*redis.PubSub, func(what string) backend.Wake) {
+	o.t.Helper()
+	sub, next := subscribed(o.t, o.c, o.inbox)
+	return sub, func(what string) backend.Wake {
+		o.t.Helper()
+		m := next(what)
+		w, ok := wakefns.ParseInbox(m.Payload)
+		if !ok || w.ID != o.id {
+			o.t.Fatalf("%s: message %q on the inbox, want a wake-up of %q", what, m.Payload, o.id)
+		}
+		return w
+	}
+}
+
+// quiet fails the test unless sub received nothing more: a PING's PONG is
+// the next thing it reads.
+func quiet(t *testing.T, sub *redis.PubSub, what string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := sub.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := sub.ReceiveTimeout(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*redis.Pong); !ok {
+		t.Fatalf("%s: got %v, want nothing (the PONG)", what, m)
+	}
+}
+
 // Every step that changes the head of a held lock tells the new head when
 // the lease ends ("<ms>:<token>"): the grant to the head with waiters left
 // (the new lease's TTL), the head's Leave and the purge of a dead head by
-// a heartbeat (the holder's remaining TTL). A release wakes a head that
-// takes no hand-off (":<token>"); an enqueue behind a head, and a grant
-// with nobody left, publish nothing.
+// a heartbeat (the holder's remaining TTL). An enqueue behind a head, and a
+// grant with nobody left, send nothing.
 func TestHeadChangeWhileHeldTellsNewHead(t *testing.T) {
 	o := newOps(t, "id")
 	ctx := context.Background()
-	sub, nextMsg := subscribed(t, o.c, o.k.Channel)
-	next := func(what string) string { return nextMsg(what).Payload }
-	told := func(what, payload, token string, max time.Duration) {
+	sub, next := o.wakes()
+	told := func(what string, w backend.Wake, token string, max time.Duration) {
 		t.Helper()
-		ms, tok, _ := strings.Cut(payload, ":")
-		n, err := strconv.Atoi(ms)
-		if err != nil || tok != token || n < 1 || time.Duration(n)*time.Millisecond > max {
-			t.Fatalf("%s: payload %q, want \"<1..%d>:%s\"", what, payload, max.Milliseconds(), token)
+		if w.Token != token || w.Grant != nil || w.HolderTTL < time.Millisecond || w.HolderTTL > max {
+			t.Fatalf("%s: %+v, want %s told a holder TTL within (0, %v]", what, w, token, max)
 		}
 	}
 	o.acquire("H", false)
 	o.acquire("W", true)
 	o.acquire("X", true)
 	o.acquire("Y", true)
-	// Waiters of an older version (no records): woken, never granted.
-	o.legacy("W", "X", "Y")
-	k, a := NewConsts(100, 100, Classic).Release(o.k, "H")
-	if err := o.eval(Release, k, a).Err(); err != nil {
+	// H's lease ends with no step (as by its TTL): W's own acquire takes
+	// the lock, and X, the head now, is told the new lease's TTL.
+	if err := o.c.Del(ctx, o.k.Lock).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if p := next("release"); p != ":W" {
-		t.Fatalf("release: payload %q, want \":W\"", p)
+	if g := o.acquireTTL("W", time.Minute, true); !g.Acquired {
+		t.Fatalf("W after the lease ended: %+v, want a grant", g)
 	}
-	o.acquire("W", true) // granted: X is the head now
-	told("the grant to W", next("the grant to W"), "X", time.Minute)
+	if w := next("the grant to W"); w != (backend.Wake{ID: "id", Token: "X", HolderTTL: time.Minute}) {
+		t.Fatalf("the grant to W sent %+v, want X told 1m", w)
+	}
 	o.acquire("Z", true) // behind the head: nobody is told
-	o.legacy("Z")
-	k, a = NewConsts(100, 100, Classic).Leave(o.k, "X")
+	k, a := NewConsts(100, 100, Classic).Leave(o.k, "X")
 	if err := o.eval(Leave, k, a).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -85,23 +111,18 @@ func TestHeadChangeWhileHeldTellsNewHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	told("the purge of Y by a heartbeat", next("the purge of Y"), "Z", time.Minute)
-	// W releases, Z is woken and granted with nobody left: one message.
+	// W releases: Z is granted, with nobody left: one message.
 	k, a = NewConsts(100, 100, Classic).Release(o.k, "W")
 	if err := o.eval(Release, k, a).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if p := next("W's release"); p != ":Z" {
-		t.Fatalf("W's release: payload %q, want \":Z\"", p)
+	if w := next("W's release"); w.Token != "Z" || w.Grant == nil {
+		t.Fatalf("W's release sent %+v, want Z's grant", w)
 	}
-	o.acquire("Z", true)
-	if err := sub.Ping(ctx); err != nil {
-		t.Fatal(err)
+	if holder := o.c.Get(ctx, o.k.Lock).Val(); holder != "Z" {
+		t.Fatalf("lock = %q after W's release, want Z", holder)
 	}
-	if m, err := sub.ReceiveTimeout(ctx, 5*time.Second); err != nil {
-		t.Fatal(err)
-	} else if _, ok := m.(*redis.Pong); !ok {
-		t.Fatalf("after an enqueue behind the head and a grant with nobody left: got %v, want nothing (the PONG)", m)
-	}
+	quiet(t, sub, "after an enqueue behind the head and a grant with nobody left")
 }
 
 // A release with live waiters hands the lock off to the head in the same
@@ -111,7 +132,7 @@ func TestHeadChangeWhileHeldTellsNewHead(t *testing.T) {
 func TestReleaseHandsOff(t *testing.T) {
 	o := newOps(t, "id")
 	ctx := context.Background()
-	_, nextMsg := subscribed(t, o.c, o.k.Channel)
+	_, next := o.wakes()
 	o.acquireTTL("H", time.Minute, false)
 	before, _ := o.c.HGet(ctx, o.k.Counters, "fence").Uint64()
 	o.acquireTTL("W", 1500*time.Millisecond, true)
@@ -125,10 +146,9 @@ func TestReleaseHandsOff(t *testing.T) {
 		}
 	}
 	release("H")
-	p := nextMsg("H's release").Payload
-	grant := wakefns.Parse("id", p)
+	grant := next("H's release")
 	if grant.Token != "W" || grant.Grant == nil || grant.Grant.TTL != 1500*time.Millisecond || grant.Grant.Fence <= before {
-		t.Fatalf("H's release sent %q, want W's grant with TTL 1.5s and a fence above %d", p, before)
+		t.Fatalf("H's release sent %+v, want W's grant with TTL 1.5s and a fence above %d", grant, before)
 	}
 	if now := time.Now(); grant.Grant.StoreTime.Before(now.Add(-time.Minute)) || grant.Grant.StoreTime.After(now.Add(time.Minute)) {
 		t.Fatalf("the grant's StoreTime %v is not the server's clock (now %v)", grant.Grant.StoreTime, now)
@@ -145,15 +165,15 @@ func TestReleaseHandsOff(t *testing.T) {
 	if _, ok := o.records()["W"]; ok || o.c.ZScore(ctx, o.k.Queue, "W").Err() == nil {
 		t.Fatal("W's entry is still queued after the hand-off")
 	}
-	if p := nextMsg("the next head").Payload; p != "1500:X" {
-		t.Fatalf("the next head was told %q, want \"1500:X\"", p)
+	if w := next("the next head"); w != (backend.Wake{ID: "id", Token: "X", HolderTTL: 1500 * time.Millisecond}) {
+		t.Fatalf("the next head was told %+v, want X told 1.5s", w)
 	}
 	// X's entry dies: W's release purges it and hands off to Y.
 	if err := o.c.ZAdd(ctx, o.k.Deadlines, redis.Z{Score: 1, Member: "X"}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	release("W")
-	if w := wakefns.Parse("id", nextMsg("W's release").Payload); w.Token != "Y" || w.Grant == nil || w.Grant.Fence <= grant.Grant.Fence {
+	if w := next("W's release"); w.Token != "Y" || w.Grant == nil || w.Grant.Fence <= grant.Grant.Fence {
 		t.Fatalf("W's release sent %+v, want Y's grant with a fence above %d", w, grant.Grant.Fence)
 	}
 	if holder := o.c.Get(ctx, o.k.Lock).Val(); holder != "Y" {

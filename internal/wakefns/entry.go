@@ -7,9 +7,9 @@ import (
 	"github.com/redislocker/lock/backend"
 )
 
-// Entry is one channel of a wake-up source: the id it serves, its
-// subscribers, and the outcome of its first SUBSCRIBE. Fns and the
-// outcome are guarded by the source's lock.
+// Entry is one channel of a wake-up source: an inbox (see ParseInbox), the
+// id its Wake.All names, its subscribers, and the outcome of its first
+// SUBSCRIBE. Fns and the outcome are guarded by the source's lock.
 type Entry struct {
 	ID, Channel string
 	Fns         List // copy-on-write: delivery reads a Snapshot without the lock
@@ -18,8 +18,9 @@ type Entry struct {
 	ready       chan struct{}
 }
 
-// NewEntry returns the entry of channel, which serves id. An empty id
-// makes an inbox entry: its messages name their id (see ParseInbox).
+// NewEntry returns the entry of the inbox channel. Its messages name their
+// id (see ParseInbox); id is the one its Wake.All names: "" (every id of
+// the inbox) for an adapter's inbox.
 func NewEntry(id, channel string) Entry {
 	return Entry{ID: id, Channel: channel, ready: make(chan struct{})}
 }
@@ -61,13 +62,8 @@ func (e *Entry) Join(ctx context.Context, fn func(backend.Wake), unlock func(), 
 }
 
 // Wake returns the wake-up a message on e's channel carries; ok is false
-// for an inbox message that does not parse (nothing to deliver).
-func (e *Entry) Wake(msg string) (w backend.Wake, ok bool) {
-	if e.ID == "" {
-		return ParseInbox(msg)
-	}
-	return Parse(e.ID, msg), true
-}
+// for a message that does not parse (nothing to deliver).
+func (e *Entry) Wake(msg string) (w backend.Wake, ok bool) { return ParseInbox(msg) }
 
 // Receive delivers the wake-up that msg carries to the subscribers of the
 // entry find returns: nil (none) for a channel given up or not confirmed.

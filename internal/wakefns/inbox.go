@@ -14,8 +14,8 @@ import (
 
 // ParseInbox returns the wake-up that an inbox message carries. The
 // scripts send "<n>:<enc(id)><payload>": n is the length of the id's
-// encoding (its keys' hash tag, see package keys) and payload is what the
-// id's channel would carry (see Parse). ok is false for any other message.
+// encoding (its keys' hash tag, see package keys) and payload is one of
+// the wake-up payloads (see Parse). ok is false for any other message.
 func ParseInbox(msg string) (w backend.Wake, ok bool) {
 	ns, rest, found := strings.Cut(msg, ":")
 	if !found || ns == "" || ns[0] == '+' {
@@ -29,7 +29,7 @@ func ParseInbox(msg string) (w backend.Wake, ok bool) {
 	if err != nil {
 		return backend.Wake{}, false
 	}
-	return Parse(id, rest[n:]), true
+	return Parse(id, rest[n:])
 }
 
 // Inbox routes the wake-ups of a process's inboxes to the subscribers of

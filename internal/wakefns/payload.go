@@ -8,34 +8,32 @@ import (
 	"github.com/redislocker/lock/backend"
 )
 
-// Parse returns the wake-up of id that a message's payload carries. The
-// scripts publish ":<token>" (the head re-checks now) or
+// Parse returns the wake-up of id that a payload carries, and whether it
+// is one. The scripts send ":<token>" (the head re-checks now),
 // "<ms>:<token>" (the token became the head of a held lock, whose holder
-// has ms milliseconds left: Wake.HolderTTL) or "g<fence>,<ttl>,<us>:<token>"
-// (a hand-off: the step granted the lock to the token with that fence,
-// a lease TTL of ttl ms, at the server's clock us µs: Wake.Grant). The token is everything after
-// the first colon, colons included. A payload with no colon, or with
-// anything but digits before it, is a bare token, as an older version
-// published.
-func Parse(id, payload string) backend.Wake {
-	ms, token, ok := strings.Cut(payload, ":")
-	if !ok {
-		return backend.Wake{ID: id, Token: payload}
-	}
-	if ms == "" {
-		return backend.Wake{ID: id, Token: token}
-	}
-	if ms[0] == 'g' {
+// has ms milliseconds left: Wake.HolderTTL) or
+// "g<fence>,<ttl>,<us>:<token>" (a hand-off: the step granted the lock to
+// the token with that fence, a lease TTL of ttl ms, at the server's clock
+// us µs: Wake.Grant). The token is everything after the first colon,
+// colons included. Anything else is no wake-up (ok is false).
+func Parse(id, payload string) (w backend.Wake, ok bool) {
+	ms, token, found := strings.Cut(payload, ":")
+	switch {
+	case !found:
+		return backend.Wake{}, false
+	case ms == "":
+		return backend.Wake{ID: id, Token: token}, true
+	case ms[0] == 'g':
 		if h, ok := parseGrant(ms[1:]); ok {
-			return backend.Wake{ID: id, Token: token, Grant: h}
+			return backend.Wake{ID: id, Token: token, Grant: h}, true
 		}
-		return backend.Wake{ID: id, Token: payload}
+		return backend.Wake{}, false
 	}
 	n, err := strconv.ParseUint(ms, 10, 63)
 	if err != nil || ms[0] == '+' || n > uint64(maxHolderTTL/time.Millisecond) {
-		return backend.Wake{ID: id, Token: payload}
+		return backend.Wake{}, false
 	}
-	return backend.Wake{ID: id, Token: token, HolderTTL: time.Duration(n) * time.Millisecond}
+	return backend.Wake{ID: id, Token: token, HolderTTL: time.Duration(n) * time.Millisecond}, true
 }
 
 // maxHolderTTL bounds the holder's TTL a payload may carry (about 292

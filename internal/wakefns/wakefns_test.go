@@ -129,8 +129,9 @@ func TestReceive(t *testing.T) {
 		}
 		got = append(got, w)
 	})
-	Receive(&mu, func() *Entry { return &e }, ":T")
-	Receive(&mu, func() *Entry { return nil }, ":U")
+	Receive(&mu, func() *Entry { return &e }, "1:x:T")
+	Receive(&mu, func() *Entry { return &e }, "T") // no wake-up: nothing delivered
+	Receive(&mu, func() *Entry { return nil }, "1:x:U")
 	if len(got) != 1 || got[0] != (backend.Wake{ID: "x", Token: "T"}) {
 		t.Fatalf("delivered %+v, want one {x T}", got)
 	}

@@ -13,10 +13,9 @@
 -- ARGV[4] waiter TTL in ms (read only when wait is "1")
 -- ARGV[5] max waiters per id
 -- ARGV[6] purge limit: most expired waiters removed by this step
--- ARGV[7] wake-up channel
--- ARGV[8] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
--- ARGV[9] the requester's inbox, where its wake-ups go while it is
---         queued: "" or absent for the id's channel (see inbox_arg)
+-- ARGV[7] the Backend's pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
+-- ARGV[8] the requester's inbox, where its wake-ups go while it is
+--         queued (see inbox_arg)
 --
 -- Reply: {acquired, fence, ttl, holder_ttl, queued, ticket, head}, all
 -- integers (0/1 for the flags, ms for the TTLs; holder_ttl is at least 1 when
@@ -36,15 +35,15 @@ if wait == '1' then
 end
 local max_waiters = posint(5)
 if not max_waiters then return bad_arg('max_waiters', 'must be a positive integer') end
-local limit, channel, publish = wake_args(6)
-if not limit then return channel end -- the LOCKBADARG reply
-local inbox, why = inbox_arg(9)
+local limit, bad = wake_args(6)
+if not limit then return bad end
+local inbox, why = inbox_arg(8)
 if not inbox then return bad_arg('inbox', why) end
 
 local fence = try_fast(KEYS[1], KEYS[2], KEYS[4], token, ttl, ARGV[2])
 if fence then return {1, fence, ttl, 0, 0, 0, 0} end
 -- [slow path]
 local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], token, ttl, wait == '1', wttl,
-  max_waiters, limit, channel, publish, inbox)
+  max_waiters, limit, inbox)
 if not r then return fail('LOCKQUEUEFULL', 'the queue has ' .. full .. ' waiters') end
 return r

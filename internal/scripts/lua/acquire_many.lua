@@ -6,12 +6,12 @@
 -- KEYS[5i-4..5i] lock, queue, deadlines, fence, waiter records of the i-th id
 -- ARGV[1] max waiters per id
 -- ARGV[2] purge limit: most expired waiters removed per id
--- ARGV[3] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
--- ARGV[5i-1..5i+3] of the i-th id: token, lease TTL in ms, wait ("0"/"1"),
---         waiter TTL in ms (read only when wait is "1"), wake-up channel
--- ARGV[5n+4] (optional) the requesters' inbox (see inbox_arg): the ids of
---         one call share a hash slot on Redis Cluster, and so the inbox
---         (one per slot) of their process
+-- ARGV[3] the Backend's pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
+-- ARGV[4] the requesters' inbox (see inbox_arg): the ids of one call share
+--         a hash slot on Redis Cluster, and so the inbox (one per slot) of
+--         their process
+-- ARGV[4i+1..4i+4] of the i-th id: token, lease TTL in ms, wait ("0"/"1"),
+--         waiter TTL in ms (read only when wait is "1")
 --
 -- Reply: 8 integers per id, in order: status (0 done, 1 the queue was full:
 -- nothing done for this id) and acquire's 7 reply values. Error reply:
@@ -22,13 +22,15 @@ local limit = posint(2, 100000)
 if not limit then return bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
 local publish, why = publish_cmd(3)
 if not publish then return bad_arg('publish', why) end
+local inbox, bad = inbox_arg(4)
+if not inbox then return bad_arg('inbox', bad) end
 local n = #KEYS / 5
-if n < 1 or n ~= math.floor(n) or (#ARGV ~= 3 + 5 * n and #ARGV ~= 4 + 5 * n) then
-  return bad_arg('keys', 'must be 5 keys and 5 arguments per id, for at least one id')
+if n < 1 or n ~= math.floor(n) or #ARGV ~= 4 + 4 * n then
+  return bad_arg('keys', 'must be 5 keys and 4 arguments per id, for at least one id')
 end
 
 for i = 1, n do
-  local a = 5 * i - 1
+  local a = 4 * i + 1
   if not valid_token(ARGV[a]) then return bad_arg('token', 'must be 1 to 128 bytes') end
   if not posint(a + 1) then return bad_arg('ttl', 'must be a positive integer of milliseconds') end
   local wait = ARGV[a + 2]
@@ -36,10 +38,7 @@ for i = 1, n do
   if wait == '1' and not posint(a + 3) then
     return bad_arg('waiter_ttl', 'must be a positive integer of milliseconds')
   end
-  if #ARGV[a + 4] == 0 then return bad_arg('channel', 'must not be empty') end
 end
-local inbox, bad = inbox_arg(5 * n + 4)
-if not inbox then return bad_arg('inbox', bad) end
 
 -- One TIME for the whole call: every fence it grants is at least this
 -- clock reading, which is past every fence granted before the call.
@@ -57,7 +56,7 @@ local no_n = redis.call('EXISTS', unpack(ns)) == 0
 local seen = {}
 local out, o = {}, 0
 for i = 1, n do
-  local k, a = 5 * i, 5 * i - 1
+  local k, a = 5 * i, 4 * i + 1
   local token, ttl = ARGV[a], tonumber(ARGV[a + 1])
   local lock = KEYS[k - 4]
   local new = not seen[lock]
@@ -69,7 +68,7 @@ for i = 1, n do
   else
     local wait = ARGV[a + 2] == '1'
     local g = acquire_step(KEYS[k - 4], KEYS[k - 3], KEYS[k - 2], KEYS[k - 1], KEYS[k], token, ttl, wait,
-      wait and tonumber(ARGV[a + 3]) or 0, max_waiters, limit, ARGV[a + 4], publish, inbox)
+      wait and tonumber(ARGV[a + 3]) or 0, max_waiters, limit, inbox)
     out[o + 1] = g and 0 or 1 -- 1: the queue was full
     for j = 1, 7 do out[o + 1 + j] = g and g[j] or 0 end
   end

@@ -6,7 +6,7 @@
 -- q (zset: waiter token -> ticket), d (zset: waiter token -> deadline, ms
 -- of the server's clock), n (hash: the last fence, see next_fence), w
 -- (hash: the waiter records, see waiter_put; inbox is the requester's,
--- see inbox_arg).
+-- see inbox_arg). Wake-ups go to the waiters' inboxes (see send).
 -- The arguments are validated by the caller.
 --
 -- acquire_step returns {acquired, fence, ttl, holder_ttl, queued, ticket,
@@ -41,7 +41,7 @@ local function next_ticket(q, us)
 end
 
 -- acquire_step is the rest of the step, after try_fast returned nil.
-local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiters, limit, channel, publish, inbox)
+local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiters, limit, inbox)
   local holder = redis.call('GET', lock)
   if holder == token then
     -- A retried grant: report the lease as it is (S6). The fence key's
@@ -76,7 +76,7 @@ local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiter
     end
   end
   local head = head_of(q)
-  if not holder and head and head ~= token and hand_off(lock, q, d, n, w, head, us, publish, channel, token) then
+  if not holder and head and head ~= token and hand_off(lock, q, d, n, w, head, us, token) then
     -- The free lock went to the live head ahead (a hand-off, which told
     -- the next head): the requester is refused as for a held lock.
     holder = head
@@ -90,7 +90,7 @@ local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiter
     -- The next waiter is the head now: tell it when this lease ends, as
     -- the lease may end without a release.
     local next = mine and head_of(q)
-    if next then wake(publish, channel, w, next, ttl) end
+    if next then wake(lock, w, next, ttl) end
     return {1, fence, ttl, 0, 0, 0, 0}
   end
 
@@ -116,7 +116,7 @@ local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiter
   -- The purge removed the head: wake the new head, or, while the lock is
   -- held, tell it when the lease ends.
   if head and head ~= head_before and head ~= token then
-    wake(publish, channel, w, head, holder and held_ttl)
+    wake(lock, w, head, holder and held_ttl)
   end
 
   local queued, ticket = 0, 0

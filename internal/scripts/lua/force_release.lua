@@ -6,8 +6,7 @@
 -- KEYS[5] waiter records
 -- ARGV[1] the holder's fence, as inspect reported it
 -- ARGV[2] purge limit
--- ARGV[3] wake-up channel
--- ARGV[4] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
+-- ARGV[3] the pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
 --
 -- The holder's fence is the counter's "fence" field (see inspect). It does
 -- not record a release token ("rel"): the holder's own Release afterwards
@@ -21,8 +20,8 @@ local fence = ARGV[1]
 if type(fence) ~= 'string' or #fence > 20 or not string.find(fence, '^[1-9][0-9]*$') then
   return bad_arg('fence', 'must be a positive integer')
 end
-local limit, channel, publish = wake_args(2)
-if not limit then return channel end -- the LOCKBADARG reply
+local limit, bad = wake_args(2)
+if not limit then return bad end
 
 local lock, q, d, counters, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if not redis.call('GET', lock) then
@@ -36,5 +35,5 @@ redis.call('DEL', lock)
 -- Fast path: no queue key, nobody to wake.
 if redis.call('EXISTS', q) == 0 then return 1 end
 -- Hand off to (or wake) a live head, not one that stopped heartbeating.
-wake_live_head(lock, q, d, counters, w, limit, publish, channel)
+wake_live_head(lock, q, d, counters, w, limit)
 return 1

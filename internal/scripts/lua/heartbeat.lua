@@ -9,19 +9,18 @@
 -- hand-off), KEYS[5] waiter records
 -- ARGV[1] waiter TTL in ms
 -- ARGV[2] purge limit
--- ARGV[3] wake-up channel
--- ARGV[4] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
--- ARGV[5..] waiter tokens (at least one, at most 10000)
+-- ARGV[3] the Backend's pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
+-- ARGV[4..] waiter tokens (at least one, at most 10000)
 --
 -- Reply: one integer per token, in order: 0 gone, 1 queued (deadline
 -- refreshed), 3 queued and ready (the lock is free and it is the head).
 -- Error reply: LOCKBADARG.
 local wttl = posint(1)
 if not wttl then return bad_arg('waiter_ttl', 'must be a positive integer of milliseconds') end
-local limit, channel, publish = wake_args(2)
-if not limit then return channel end -- the LOCKBADARG reply
-if #ARGV < 5 or #ARGV > 10004 then return bad_arg('tokens', 'must be 1 to 10000 tokens') end
-for i = 5, #ARGV do
+local limit, bad = wake_args(2)
+if not limit then return bad end
+if #ARGV < 4 or #ARGV > 10003 then return bad_arg('tokens', 'must be 1 to 10000 tokens') end
+for i = 4, #ARGV do
   if not valid_token(ARGV[i]) then return bad_arg('token', 'must be 1 to 128 bytes') end
 end
 
@@ -32,7 +31,7 @@ local head_before = head_of(q)
 purge(q, d, w, now, limit)
 local out = {}
 local any = false
-for i = 5, #ARGV do
+for i = 4, #ARGV do
   local tok = ARGV[i]
   local r = 0
   if redis.call('ZSCORE', q, tok) then
@@ -51,16 +50,16 @@ end
 if any then keep_queue(q, d, w, QUEUE_TTL_FACTOR * wttl) end
 local free = redis.call('EXISTS', lock) == 0
 local head = head_of(q)
-if free and head and hand_off(lock, q, d, n, w, head, us, publish, channel) then
+if free and head and hand_off(lock, q, d, n, w, head, us) then
   -- Granted by hand-off; a listed head stays reported queued (1): its
   -- wake-up carries the grant.
   free = false
 elseif free and head then
-  for i = 5, #ARGV do
-    if out[i - 4] == 1 and ARGV[i] == head then out[i - 4] = 3 end
+  for i = 4, #ARGV do
+    if out[i - 3] == 1 and ARGV[i] == head then out[i - 3] = 3 end
   end
-  wake(publish, channel, w, head)
+  wake(lock, w, head)
 elseif head and head ~= head_before then
-  wake(publish, channel, w, head, holder_ttl(lock))
+  wake(lock, w, head, holder_ttl(lock))
 end
 return out

@@ -8,15 +8,14 @@
 -- hand-off), KEYS[5] waiter records
 -- ARGV[1] token
 -- ARGV[2] purge limit
--- ARGV[3] wake-up channel
--- ARGV[4] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
+-- ARGV[3] the Backend's pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
 --
 -- Reply: {left, released}: 1 if an entry was removed, 1 if the lock was
 -- released. Error reply: LOCKBADARG.
 local token = ARGV[1]
 if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
-local limit, channel, publish = wake_args(2)
-if not limit then return channel end -- the LOCKBADARG reply
+local limit, bad = wake_args(2)
+if not limit then return bad end
 
 local lock, q, d, n, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local holder = redis.call('GET', lock)
@@ -32,11 +31,11 @@ local us = now_us()
 purge(q, d, w, math.floor(us / 1000), limit)
 local head = head_of(q)
 if not holder then
-  if head and not hand_off(lock, q, d, n, w, head, us, publish, channel)
+  if head and not hand_off(lock, q, d, n, w, head, us)
       and (released == 1 or head ~= head_before) then
-    wake(publish, channel, w, head)
+    wake(lock, w, head)
   end
 elseif head and head ~= head_before then
-  wake(publish, channel, w, head, holder_ttl(lock))
+  wake(lock, w, head, holder_ttl(lock))
 end
 return {left, released}

@@ -53,12 +53,12 @@ local function int(x)
   return string.format('%d', x)
 end
 
--- publish_cmd returns ARGV[i] when it names the command that carries
--- wake-ups: PUBLISH (classic pub/sub; on Redis Cluster every node forwards
--- it to every other node) or SPUBLISH (sharded pub/sub, Redis 7.0 or newer:
--- only the node that serves the channel's slot, which is the slot of the
--- id's keys, delivers it). Otherwise it returns nil and the reason, before
--- the script writes anything.
+-- publish_cmd returns ARGV[i] when it names the pub/sub command of the
+-- calling Backend: PUBLISH (classic pub/sub) or SPUBLISH (sharded pub/sub,
+-- Redis 7.0 or newer). A wake-up goes by its inbox's own kind (see send):
+-- the argument is the Backend's setting, checked here so that a Backend
+-- set for SPUBLISH fails every step on an older server. Otherwise it
+-- returns nil and the reason, before the script writes anything.
 local function publish_cmd(i)
   local c = ARGV[i]
   if c == 'PUBLISH' then return c end
@@ -69,17 +69,15 @@ local function publish_cmd(i)
   return nil, 'must be PUBLISH or SPUBLISH'
 end
 
--- wake_args reads the wake-up arguments at ARGV[i] (purge limit), ARGV[i+1]
--- (channel) and ARGV[i+2] (command, see publish_cmd). On bad input it
--- returns nil and the LOCKBADARG reply, before the script writes anything.
+-- wake_args reads the wake-up arguments at ARGV[i] (purge limit) and
+-- ARGV[i+1] (command, see publish_cmd). On bad input it returns nil and
+-- the LOCKBADARG reply, before the script writes anything.
 local function wake_args(i)
   local limit = posint(i, 100000)
   if not limit then return nil, bad_arg('purge_limit', 'must be an integer from 1 to 100000') end
-  local channel = ARGV[i + 1]
-  if type(channel) ~= 'string' or #channel == 0 then return nil, bad_arg('channel', 'must not be empty') end
-  local publish, why = publish_cmd(i + 2)
+  local publish, why = publish_cmd(i + 1)
   if not publish then return nil, bad_arg('publish', why) end
-  return limit, channel, publish
+  return limit
 end
 
 -- FENCE_IDLE is how long, in ms, an id's fence key lives after a grant
@@ -98,8 +96,7 @@ local FENCE_IDLE_ARG = '3600000'
 local FENCE_PERIOD = FENCE_IDLE * 500
 
 -- The fence key n is a hash: "fence", the id's last fence, and "rel",
--- the token of its last release (see release.lua). An older version kept
--- the same fields there with no TTL; a grant gives it one.
+-- the token of its last release (see release.lua).
 
 -- fence_keep returns how long the fence key must live after a grant or
 -- an extend with lease TTL ttl (ms), as an argument: FENCE_IDLE, or ttl
@@ -131,15 +128,16 @@ end
 -- write to it: what a process that stopped reading its inbox leaves.
 local INBOX_TTL = 60000
 
--- inbox_arg returns ARGV[i] as the inbox of a waiter that queues: "" (or
--- no argument) for none, or its kind ("P" PUBLISH, "S" SPUBLISH, "K"
--- RPUSH to a key) and its name (see send). Otherwise nil and the reason.
+-- inbox_arg returns ARGV[i] as the inbox of the requester, where its
+-- wake-ups go while it is queued: its kind ("P" PUBLISH, "S" SPUBLISH, "K"
+-- RPUSH to a key) and its name (see send). Every requester names one.
+-- Otherwise nil and the reason.
 local function inbox_arg(i)
   local v = ARGV[i]
-  if v == nil or v == '' then return '' end
+  if type(v) ~= 'string' then return nil, 'is missing' end
   local kind = string.sub(v, 1, 1)
   if #v < 2 or #v > 1024 or not string.find('PSK', kind, 1, true) then
-    return nil, 'must be empty, or P, S or K and a name of at most 1023 bytes'
+    return nil, 'must be P, S or K and a name of 1 to 1023 bytes'
   end
   if kind == 'S' and (tonumber(redis.REDIS_VERSION_NUM) or 0) < 0x070000 then
     return nil, 'SPUBLISH needs Redis 7.0 or newer'
@@ -167,9 +165,10 @@ local function head_of(q)
 end
 
 -- The waiter record w is a hash: waiter token -> "<lease ttl ms>:<inbox>",
--- the lease TTL the waiter asked for and where its wake-ups go ("" for
--- the id's channel). A token has a record exactly while it is in the
--- queue: every step that removes a token from q removes its record too.
+-- the lease TTL the waiter asked for and where its wake-ups go (see
+-- inbox_arg). A token has a record exactly while it is in the queue: the
+-- enqueue writes it, and every step that removes a token from q removes
+-- its record too.
 
 -- waiter_put records a queued waiter's lease TTL (ms) and inbox.
 local function waiter_put(w, token, ttl, inbox)
@@ -199,32 +198,29 @@ local function unqueue(q, d, w, token)
   return n
 end
 
--- send delivers payload, a wake-up of the waiter head, where head's
--- record says its process listens: to its inbox, as "<n>:<tag><payload>"
--- (tag: the hash tag of the id's keys, n its length), by PUBLISH or
--- SPUBLISH of the inbox channel, or by RPUSH to the inbox key. With no
--- inbox (a waiter of an older version or of another client), or when the
--- inbox refuses (a key of another type), it publishes payload on the id's
--- channel instead.
-local function send(publish, channel, w, head, payload)
+-- send delivers payload, a wake-up of the waiter head of the id whose
+-- lock key is lock, where head's record says its process listens: to its
+-- inbox, as "<n>:<tag><payload>" (tag: the hash tag of the id's keys, n
+-- its length), by PUBLISH or SPUBLISH of the inbox channel, or by RPUSH to
+-- the inbox key. A wake-up the inbox refuses (a key of another type, a
+-- channel of another slot) is dropped, as a lost message is: the waiter
+-- learns from its heartbeat. A head with no record (none is queued
+-- without one) is sent nothing.
+local function send(lock, w, head, payload)
   local _, inbox = waiter_get(w, head)
-  local tag = string.match(channel, '{([^}]*)}')
-  if inbox and #inbox > 1 and tag then
-    local kind, name = string.sub(inbox, 1, 1), string.sub(inbox, 2)
-    local msg = #tag .. ':' .. tag .. payload
-    local r
-    if kind == 'K' then
-      r = redis.pcall('RPUSH', name, msg)
-      if type(r) == 'number' then
-        redis.call('PEXPIRE', name, INBOX_TTL)
-        return
-      end
-    elseif kind == 'P' or kind == 'S' then
-      r = redis.pcall(kind == 'P' and 'PUBLISH' or 'SPUBLISH', name, msg)
-      if type(r) == 'number' then return end
+  local tag = string.match(lock, '{([^}]*)}')
+  if not inbox or #inbox < 2 or not tag then return end
+  local kind, name = string.sub(inbox, 1, 1), string.sub(inbox, 2)
+  local msg = #tag .. ':' .. tag .. payload
+  if kind == 'K' then
+    if type(redis.pcall('RPUSH', name, msg)) == 'number' then
+      redis.call('PEXPIRE', name, INBOX_TTL)
     end
+  elseif kind == 'S' then
+    redis.pcall('SPUBLISH', name, msg)
+  elseif kind == 'P' then
+    redis.pcall('PUBLISH', name, msg)
   end
-  redis.call(publish, channel, payload)
 end
 
 -- wake_payload builds the payload of every wake-up, for the waiter head
@@ -246,8 +242,8 @@ end
 
 -- wake sends a wake-up for the waiter head where its process listens (see
 -- send and wake_payload).
-local function wake(publish, channel, w, head, holder_ttl)
-  send(publish, channel, w, head, wake_payload(head, holder_ttl))
+local function wake(lock, w, head, holder_ttl)
+  send(lock, w, head, wake_payload(head, holder_ttl))
 end
 
 -- purge removes the waiters whose deadline has passed (deadline <= now),
@@ -274,28 +270,28 @@ local QUEUE_TTL_FACTOR = 3
 -- entry; head's wake-up carries it (see wake_payload), and the next head,
 -- unless it is self (the step's requester, told by its reply), is told
 -- the new lease's TTL. It returns true when it granted.
-local function hand_off(lock, q, d, n, w, head, us, publish, channel, self)
+local function hand_off(lock, q, d, n, w, head, us, self)
   local ttl = waiter_get(w, head)
   local deadline = tonumber(redis.call('ZSCORE', d, head))
   if not ttl or not deadline or deadline <= math.floor(us / 1000) then return false end
   local fence = next_fence(n, ttl, us)
   redis.call('SET', lock, head, 'PX', int(ttl))
-  send(publish, channel, w, head, wake_payload(head, nil, {fence, ttl, us}))
+  send(lock, w, head, wake_payload(head, nil, {fence, ttl, us}))
   unqueue(q, d, w, head)
   local next = head_of(q)
-  if next and next ~= self then wake(publish, channel, w, next, ttl) end
+  if next and next ~= self then wake(lock, w, next, ttl) end
   return true
 end
 
 -- wake_live_head purges the expired waiters (at most limit) and hands the
 -- free lock off to the head that is left, if any, or wakes it (a head
 -- that cannot take a hand-off): a lock just freed goes to a live waiter.
-local function wake_live_head(lock, q, d, n, w, limit, publish, channel)
+local function wake_live_head(lock, q, d, n, w, limit)
   local us = now_us()
   purge(q, d, w, math.floor(us / 1000), limit)
   local head = head_of(q)
-  if head and not hand_off(lock, q, d, n, w, head, us, publish, channel) then
-    wake(publish, channel, w, head)
+  if head and not hand_off(lock, q, d, n, w, head, us) then
+    wake(lock, w, head)
   end
 end
 

@@ -5,8 +5,7 @@
 -- KEYS[5] waiter records
 -- ARGV[1] token
 -- ARGV[2] purge limit
--- ARGV[3] wake-up channel
--- ARGV[4] wake-up command: PUBLISH or SPUBLISH (see publish_cmd)
+-- ARGV[3] the Backend's pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
 --
 -- A release records its token in the fence key (field "rel"), so that
 -- the same release sent again (a client that resends a command whose reply
@@ -18,8 +17,8 @@
 -- Reply: 1. Error replies: LOCKNOTHELD (nothing changed), LOCKBADARG.
 local token = ARGV[1]
 if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
-local limit, channel, publish = wake_args(2)
-if not limit then return channel end -- the LOCKBADARG reply
+local limit, bad = wake_args(2)
+if not limit then return bad end
 
 local lock, q, d, n, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if redis.call('GET', lock) ~= token then
@@ -36,5 +35,5 @@ end
 if redis.call('EXISTS', q) == 0 then return 1 end
 -- [slow path]
 -- Hand off to (or wake) a live head, not one that stopped heartbeating.
-wake_live_head(lock, q, d, n, w, limit, publish, channel)
+wake_live_head(lock, q, d, n, w, limit)
 return 1
