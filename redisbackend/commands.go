@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redisstep"
 	"github.com/redislocker/lock/internal/scripts"
 )
@@ -181,7 +182,7 @@ func (g commands) Cluster() bool {
 	return ok
 }
 
-// Kind classifies a go-redis error.
+// Classify classifies a go-redis error.
 //
 // A failed dial, a closed client and a pool timeout are unsent: go-redis
 // had no connection to write on. But go-redis resends a command after a
@@ -190,26 +191,26 @@ func (g commands) Cluster() bool {
 // server that then died. The core then skips a cleanup that could not
 // reach the dead server either; what the first attempt did expires with
 // its TTLs.
-func (commands) Kind(err error) redisstep.Kind {
+func (commands) Classify(err error) (backend.Kind, redisstep.Refusal) {
 	if err == nil {
-		return redisstep.KindOK
+		return backend.KindAnswer, redisstep.NotRefused
 	}
 	var re redis.Error
 	if errors.As(err, &re) && !errors.Is(err, redis.Nil) {
 		switch {
 		case redis.HasErrorPrefix(err, "NOSCRIPT"):
-			return redisstep.KindNoScript
+			return backend.KindAnswer, redisstep.NoScript
 		case redis.HasErrorPrefix(err, "ASK"):
-			return redisstep.KindAsk
+			return backend.KindAnswer, redisstep.Ask
 		case redis.HasErrorPrefix(err, "TRYAGAIN"), redis.HasErrorPrefix(err, "CLUSTERDOWN"), redis.HasErrorPrefix(err, "MOVED"):
-			return redisstep.KindTryAgain
+			return backend.KindAnswer, redisstep.TryAgain
 		}
-		return redisstep.KindReply
+		return backend.KindAnswer, redisstep.NotRefused
 	}
 	var op *net.OpError
 	if errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) ||
 		(errors.As(err, &op) && op.Op == "dial") {
-		return redisstep.KindUnsent
+		return backend.KindUnsent, redisstep.NotRefused
 	}
-	return redisstep.KindUnknown
+	return backend.KindUnknown, redisstep.NotRefused
 }

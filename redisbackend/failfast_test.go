@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock"
+	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/adaptertest"
 	"github.com/redislocker/lock/internal/fallback"
-	"github.com/redislocker/lock/internal/redisstep"
 	"github.com/redislocker/lock/internal/testkit"
 )
 
@@ -44,5 +44,5 @@ func TestWrongPortCostsOneCommand(t *testing.T) {
 // The client's errors are classified: a dial failure and a closed client
 // are unsent, a reply is the server's answer.
 func TestKind(t *testing.T) {
-	adaptertest.Kinds(t, commands{}.Kind, map[error]redisstep.Kind{redis.ErrClosed: redisstep.KindUnsent})
+	adaptertest.Kinds(t, commands{}.Classify, map[error]backend.Kind{redis.ErrClosed: backend.KindUnsent})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redisstep"
 )
 
@@ -62,27 +63,27 @@ func replies(rs []rueidis.RedisResult, calls []redisstep.Call) []redisstep.Reply
 // Cluster reports whether the client is a cluster client.
 func (r commands) Cluster() bool { return r.c.Mode() == rueidis.ClientModeCluster }
 
-// Kind classifies a rueidis error. A failed dial is unsent: rueidis writes
+// Classify classifies a rueidis error. A failed dial is unsent: rueidis writes
 // a command only on a connection it has, and never resends a write.
-func (commands) Kind(err error) redisstep.Kind {
+func (commands) Classify(err error) (backend.Kind, redisstep.Refusal) {
 	if err == nil {
-		return redisstep.KindOK
+		return backend.KindAnswer, redisstep.NotRefused
 	}
 	if re, ok := rueidis.IsRedisErr(err); ok && !re.IsNil() {
 		if re.IsNoScript() {
-			return redisstep.KindNoScript
+			return backend.KindAnswer, redisstep.NoScript
 		}
 		if _, ask := re.IsAsk(); ask {
-			return redisstep.KindAsk
+			return backend.KindAnswer, redisstep.Ask
 		}
 		if _, moved := re.IsMoved(); moved || re.IsTryAgain() || re.IsClusterDown() {
-			return redisstep.KindTryAgain
+			return backend.KindAnswer, redisstep.TryAgain
 		}
-		return redisstep.KindReply
+		return backend.KindAnswer, redisstep.NotRefused
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
-		return redisstep.KindUnsent
+		return backend.KindUnsent, redisstep.NotRefused
 	}
-	return redisstep.KindUnknown
+	return backend.KindUnknown, redisstep.NotRefused
 }

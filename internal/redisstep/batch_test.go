@@ -60,11 +60,11 @@ func (b *batchClient) EvalAll(_ context.Context, calls []Call, _ bool) []Reply {
 	return out
 }
 
-func (b *batchClient) Kind(err error) Kind {
+func (b *batchClient) Classify(err error) (backend.Kind, Refusal) {
 	if err == nil {
-		return KindOK
+		return backend.KindAnswer, NotRefused
 	}
-	return KindReply
+	return backend.KindAnswer, NotRefused
 }
 
 func (b *batchClient) Cluster() bool { return b.cluster }

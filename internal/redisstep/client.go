@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/scripts"
 )
 
@@ -36,8 +37,14 @@ type Client interface {
 	// on a cluster), each as EVALSHA or, with eval, as EVAL. It returns
 	// one Reply per call; a failed round trip fails every call.
 	EvalAll(ctx context.Context, calls []Call, eval bool) []Reply
-	// Kind classifies an error the client returned.
-	Kind(err error) Kind
+	// Classify says what an error of the client means for a call, in the
+	// backend's one vocabulary of error kinds: backend.KindAnswer for a
+	// reply of the server (the call ran, or was refused, as the reply
+	// says), backend.KindUnsent for a failure before the call was written
+	// (no connection could be made, the client was closed),
+	// backend.KindUnknown for any other failure (the call may have run).
+	// For a reply that refused to run the call, Refusal says why.
+	Classify(err error) (backend.Kind, Refusal)
 	// Cluster reports whether the client talks to Redis Cluster, where the
 	// keys of one script must share a hash slot.
 	Cluster() bool
@@ -60,33 +67,43 @@ type Replicas interface {
 	EvalWait(ctx context.Context, addr string, asking bool, calls []Call, eval bool, replicas int, timeout time.Duration) (r []Reply, acks int64)
 }
 
-// Kind is what an error of the client says about a call.
-type Kind int
+// Refusal is why the server refused to run a call, in a reply (of kind
+// backend.KindAnswer): the call did not run, and may be sent again.
+type Refusal int
 
 const (
-	// KindOK is no error.
-	KindOK Kind = iota
-	// KindReply is an error reply of the server: the call ran, or was
-	// refused, as the reply says.
-	KindReply
-	// KindNoScript is a NOSCRIPT reply: the call did not run.
-	KindNoScript
-	// KindTryAgain is a refusal of Redis Cluster to run the call for now
-	// (TRYAGAIN, CLUSTERDOWN, or a MOVED the client did not follow): the
-	// call did not run.
-	KindTryAgain
-	// KindAsk is an ASK redirect the client did not follow ("ASK <slot>
-	// <addr>"): the call did not run.
-	KindAsk
-	// KindUnsent is a failure before the call was written: no connection
-	// could be made, or the client was closed.
-	KindUnsent
-	// KindUnknown is any other failure: the call may have run.
-	KindUnknown
+	// NotRefused: the reply, if any, is the call's own.
+	NotRefused Refusal = iota
+	// NoScript is a NOSCRIPT reply: send the call as EVAL.
+	NoScript
+	// TryAgain is a refusal of Redis Cluster to run the call for now
+	// (TRYAGAIN, CLUSTERDOWN, or a MOVED the client did not follow).
+	TryAgain
+	// Ask is an ASK redirect the client did not follow ("ASK <slot>
+	// <addr>").
+	Ask
 )
 
-// cluster reports whether k says that the cluster refused the call for now.
-func (k Kind) cluster() bool { return k == KindTryAgain || k == KindAsk }
+// cluster reports whether r says that the cluster refused the call for now.
+func (r Refusal) cluster() bool { return r == TryAgain || r == Ask }
 
-// failed reports whether k is a failure of the round trip, not a reply.
-func (k Kind) failed() bool { return k == KindUnsent || k == KindUnknown }
+// refusal returns why err, a reply, refused its call, or NotRefused.
+func (s *Steps) refusal(err error) Refusal {
+	if err == nil {
+		return NotRefused
+	}
+	_, r := s.c.Classify(err)
+	return r
+}
+
+// failed returns err marked with its backend.Kind when it is a failure of
+// the round trip, and nil when err is nil or a reply of the server.
+func (s *Steps) failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	if k, _ := s.c.Classify(err); k != backend.KindAnswer {
+		return backend.WithKind(k, err)
+	}
+	return nil
+}

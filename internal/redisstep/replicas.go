@@ -66,12 +66,12 @@ func (s *Steps) runReplicated(ctx context.Context, calls []Call) ([]Reply, []int
 		clear(asks)
 		reload := false
 		for _, i := range pending {
-			switch s.c.Kind(res[i].Err) {
-			case KindAsk:
+			switch s.refusal(res[i].Err) {
+			case Ask:
 				if f := strings.Fields(res[i].Err.Error()); len(f) == 3 {
 					asks[i] = f[2]
 				}
-			case KindTryAgain:
+			case TryAgain:
 				reload = true
 			default:
 				continue
@@ -103,8 +103,8 @@ func (s *Steps) sendReplicated(ctx context.Context, addr string, asking bool, ca
 	send := func(idx []int, eval bool) error {
 		got, n := s.r.EvalWait(ctx, addr, asking, pick(calls, idx), eval, s.cfg.waitReplicas, s.cfg.waitTimeout)
 		for j, i := range idx {
-			if k := s.c.Kind(got[j].Err); k.failed() {
-				return s.failure(k, got[j].Err)
+			if err := s.failed(got[j].Err); err != nil {
+				return err
 			}
 			res[i], acks[i] = got[j], n
 		}
@@ -115,7 +115,7 @@ func (s *Steps) sendReplicated(ctx context.Context, addr string, asking bool, ca
 	}
 	var noscript []int
 	for _, i := range idx {
-		if s.c.Kind(res[i].Err) == KindNoScript {
+		if s.refusal(res[i].Err) == NoScript {
 			noscript = append(noscript, i)
 		}
 	}

@@ -22,14 +22,14 @@ func (s *Steps) runOnce(ctx context.Context, c Call) (Reply, error) {
 	var r Reply
 	send := func() {
 		r = s.c.Eval(ctx, c, false)
-		if s.c.Kind(r.Err) == KindNoScript {
+		if s.refusal(r.Err) == NoScript {
 			r = s.c.Eval(ctx, c, true)
 		}
 	}
 	send()
-	tryAgain(ctx, func() bool { return s.c.Kind(r.Err).cluster() }, send)
-	if k := s.c.Kind(r.Err); k.failed() {
-		return Reply{}, s.failure(k, r.Err)
+	tryAgain(ctx, func() bool { return s.refusal(r.Err).cluster() }, send)
+	if err := s.failed(r.Err); err != nil {
+		return Reply{}, err
 	}
 	return r, nil
 }
@@ -65,7 +65,7 @@ func (s *Steps) runAllOnce(ctx context.Context, calls []Call) ([]Reply, error) {
 	tryAgain(ctx, func() bool {
 		refused = refused[:0]
 		for i, r := range res {
-			if s.c.Kind(r.Err).cluster() {
+			if s.refusal(r.Err).cluster() {
 				refused = append(refused, i)
 			}
 		}
@@ -87,11 +87,10 @@ func (s *Steps) sendSome(ctx context.Context, calls []Call, res []Reply, idx []i
 	var retry []int
 	for j, i := range idx {
 		res[i] = got[j]
-		switch k := s.c.Kind(got[j].Err); {
-		case k == KindNoScript:
+		if s.refusal(got[j].Err) == NoScript {
 			retry = append(retry, i)
-		case k.failed():
-			return s.failure(k, got[j].Err)
+		} else if err := s.failed(got[j].Err); err != nil {
+			return err
 		}
 	}
 	if len(retry) == 0 {
@@ -99,8 +98,8 @@ func (s *Steps) sendSome(ctx context.Context, calls []Call, res []Reply, idx []i
 	}
 	got = s.c.EvalAll(ctx, pick(calls, retry), true)
 	for j, i := range retry {
-		if k := s.c.Kind(got[j].Err); k.failed() {
-			return s.failure(k, got[j].Err)
+		if err := s.failed(got[j].Err); err != nil {
+			return err
 		}
 		res[i] = got[j]
 	}
@@ -171,24 +170,15 @@ func resendOnce[T any](s *Steps, ctx context.Context, send func() (T, error)) (T
 	return v, err
 }
 
-// failure returns a failed round trip's error, marked with its
-// backend.Kind for the core.
-func (s *Steps) failure(k Kind, err error) error {
-	if k == KindUnsent {
-		return backend.WithKind(backend.KindUnsent, err)
-	}
-	return backend.WithKind(backend.KindUnknown, err)
-}
-
 // replyErr maps the scripts' error replies to the backend's sentinels and
 // marks every other error reply as the store's answer. A failure of the
-// round trip is returned classified, as failure does.
+// round trip is returned classified, as failed does.
 func (s *Steps) replyErr(err error) error {
-	switch k := s.c.Kind(err); {
-	case k == KindOK:
+	if err == nil {
 		return nil
-	case k.failed():
-		return s.failure(k, err)
+	}
+	if f := s.failed(err); f != nil {
+		return f
 	}
 	if m := scripts.MapError(err.Error()); m != nil {
 		return m

@@ -51,18 +51,18 @@ func (f *fakeClient) EvalAll(ctx context.Context, calls []Call, eval bool) []Rep
 
 func (f *fakeClient) Cluster() bool { return false }
 
-func (f *fakeClient) Kind(err error) Kind {
+func (f *fakeClient) Classify(err error) (backend.Kind, Refusal) {
 	switch err {
 	case nil:
-		return KindOK
+		return backend.KindAnswer, NotRefused
 	case errNoScript:
-		return KindNoScript
+		return backend.KindAnswer, NoScript
 	case errRefused:
-		return KindUnsent
+		return backend.KindUnsent, NotRefused
 	case errReset:
-		return KindUnknown
+		return backend.KindUnknown, NotRefused
 	}
-	return KindReply
+	return backend.KindAnswer, NotRefused
 }
 
 func newFake(t *testing.T, h Hooks, replies ...Reply) (*Steps, *fakeClient) {

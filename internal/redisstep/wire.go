@@ -122,7 +122,7 @@ func (s *Steps) checkWire(ctx context.Context) error {
 	if r.Err == nil {
 		return nil
 	}
-	if found, ok := scripts.WireFound(r.Err.Error()); ok && s.c.Kind(r.Err) == KindReply {
+	if found, ok := scripts.WireFound(r.Err.Error()); ok && s.refusal(r.Err) == NotRefused && s.failed(r.Err) == nil {
 		return &WireError{Adapter: s.cfg.name, Prefix: s.cfg.ks.Prefix(), Found: found, Speaks: keys.WireVersion}
 	}
 	return fmt.Errorf("%s: the wire protocol check: %w", s.cfg.name, r.Err)

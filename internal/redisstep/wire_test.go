@@ -174,11 +174,11 @@ func (g *gatedClient) EvalAll(ctx context.Context, calls []Call, eval bool) []Re
 	return out
 }
 
-func (g *gatedClient) Kind(err error) Kind {
+func (g *gatedClient) Classify(err error) (backend.Kind, Refusal) {
 	if err == nil {
-		return KindOK
+		return backend.KindAnswer, NotRefused
 	}
-	return KindReply
+	return backend.KindAnswer, NotRefused
 }
 
 func (g *gatedClient) Cluster() bool { return false }
