@@ -49,7 +49,8 @@ type Options struct {
 	// same setting: a SUBSCRIBE does not hear an SPUBLISH, and waiters
 	// would learn of releases only from their heartbeats. With a server
 	// older than 7.0 every step fails with a LOCKBADARG error reply, and
-	// nothing is written. Default: false.
+	// nothing of the step is written (the prefix's wire marker may be, see
+	// the package doc). Default: false.
 	ShardedPubSub bool
 	// WaitReplicas, when above zero, makes every grant and every Extend
 	// wait until that many replicas of the master have acknowledged it.
