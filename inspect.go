@@ -50,12 +50,14 @@ func (l *Locker) Inspect(ctx context.Context, id string) (Inspection, error) {
 		return Inspection{ID: id}, err
 	}
 	defer l.end()
-	in, err := backend.Inspect(ctx, l.b, id, InspectWaiters)
+	in, err, _ := await(l, waitFor{ctx: ctx, close: true}, nil, func() (backend.Inspection, error) {
+		return backend.Inspect(ctx, l.b, id, InspectWaiters)
+	}, nil)
 	if errors.Is(err, ErrUnsupported) {
 		return Inspection{ID: id}, fmt.Errorf("%w (inspect %q: the backend is not a backend.Inspector)", err, id)
 	}
 	if err != nil {
-		return Inspection{ID: id}, wrap("inspect", id, err)
+		return Inspection{ID: id}, wrap(ctx, "inspect", id, err)
 	}
 	in.ID = id
 	return in, nil
