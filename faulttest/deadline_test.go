@@ -28,8 +28,8 @@ const frozenSlack = 50 * time.Millisecond
 // frozenWait is the callers' ctx timeout on the frozen Redis.
 const frozenWait = 500 * time.Millisecond
 
-// defaultClients are the clients as the README builds them with their
-// defaults: go-redis ignores ctx deadlines for reads (ContextTimeoutEnabled
+// defaultClients are the clients with nothing but an address (the
+// README's snippets add timeouts): go-redis ignores ctx deadlines for reads (ContextTimeoutEnabled
 // is false) and waits for its 3 s ReadTimeout; rueidis honours them. Each
 // returns a backend on addr, under prefix, closed at t's cleanup.
 var defaultClients = []struct {
@@ -69,8 +69,8 @@ var defaultClients = []struct {
 // TestFrozenRedisCallsReturnAtDeadline: with redis-server SIGSTOPped,
 // Acquire (waiting, on a free id and queued behind a holder), Acquire with
 // NoWait (TryAcquire) and Do return within 50 ms of their ctx's deadline
-// with an error matching context.DeadlineExceeded, on the README's
-// default go-redis and rueidis clients. Once the server resumes, the
+// with an error matching context.DeadlineExceeded, on go-redis and
+// rueidis clients with their default options. Once the server resumes, the
 // steps left in the background and their cleanups leave no lease and no
 // queue entry behind.
 func TestFrozenRedisCallsReturnAtDeadline(t *testing.T) {
