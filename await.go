@@ -77,9 +77,29 @@ const (
 	stepStray // the caller stopped waiting
 )
 
-type stepResult[T any] struct {
-	v   T
-	err error
+// stepCall is one step that await runs on a goroutine of its own.
+type stepCall[T any] struct {
+	l     *Locker
+	step  func() (T, error)
+	late  func(T, error)
+	state atomic.Int32
+	done  chan struct{} // closed once v and err are set, unless stray
+	v     T
+	err   error
+}
+
+// run runs the step on its goroutine (go c.run() needs no closure).
+func (c *stepCall[T]) run() {
+	defer c.l.steps.done()
+	v, err := c.step()
+	if c.state.CompareAndSwap(stepRunning, stepReturned) {
+		c.v, c.err = v, err
+		close(c.done)
+		return
+	}
+	if c.late != nil {
+		c.late(v, err)
+	}
 }
 
 // await runs step, one backend step (or a few in a row), and returns its
@@ -101,20 +121,9 @@ func await[T any](l *Locker, w waitFor, g *grace, step func() (T, error), late f
 		v, err = step()
 		return v, err, false
 	}
-	var state atomic.Int32
-	res := make(chan stepResult[T], 1)
+	c := &stepCall[T]{l: l, step: step, late: late, done: make(chan struct{})}
 	l.steps.add()
-	go func() {
-		defer l.steps.done()
-		v, err := step()
-		if state.CompareAndSwap(stepRunning, stepReturned) {
-			res <- stepResult[T]{v, err}
-			return
-		}
-		if late != nil {
-			late(v, err)
-		}
-	}()
+	go c.run()
 	var bound, closing <-chan struct{}
 	if w.bound != nil {
 		bound = w.bound.Done()
@@ -124,8 +133,8 @@ func await[T any](l *Locker, w waitFor, g *grace, step func() (T, error), late f
 	}
 	var why error
 	select {
-	case r := <-res:
-		return r.v, r.err, false
+	case <-c.done:
+		return c.v, c.err, false
 	case <-w.ctx.Done():
 		why = w.ctx.Err()
 	case <-bound:
@@ -136,13 +145,13 @@ func await[T any](l *Locker, w waitFor, g *grace, step func() (T, error), late f
 	t := time.NewTimer(time.Until(g.until(w.ctx)))
 	defer t.Stop()
 	select {
-	case r := <-res:
-		return r.v, r.err, false
+	case <-c.done:
+		return c.v, c.err, false
 	case <-t.C:
 	}
-	if !state.CompareAndSwap(stepRunning, stepStray) {
-		r := <-res // it returned just now
-		return r.v, r.err, false
+	if !c.state.CompareAndSwap(stepRunning, stepStray) {
+		<-c.done // it returned just now
+		return c.v, c.err, false
 	}
 	return v, backend.WithKind(backend.KindUnknown, why), true
 }
