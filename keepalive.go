@@ -172,8 +172,8 @@ const (
 // op locks are held only for this chunk's step. The step is waited for
 // until last at most (see await), even by a client that ignores the
 // bound; Lost and Do's ctx fire at ValidUntil by each lease's own timer
-// in any case. It returns the number of failed
-// extends, of leases that expired before their turn, and the first failure.
+// in any case. It returns the number of failed extends, of leases that
+// expired before their turn, and the first failure.
 func (l *Locker) extendChunk(chunk []*Lease, last time.Time) (failed, expired int, first error) {
 	reqs := make([]backend.ExtendRequest, 0, len(chunk))
 	live := chunk[:0:0]

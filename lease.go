@@ -222,10 +222,9 @@ func (le *Lease) Release(ctx context.Context) error {
 }
 
 // release runs Release's step under sctx, waited for as w and g say (see
-// await), and calls
-// done (if not nil) when it returns. The step waits for the lease's other
-// steps (le.op), and records its own outcome: pending reports one that
-// goes on in the background.
+// await), and calls done (if not nil) when it returns. The step waits for
+// the lease's other steps (le.op), and records its own outcome: pending
+// reports one that goes on in the background.
 func (le *Lease) release(w waitFor, g *grace, sctx context.Context, done func()) (err error, pending bool) {
 	if w.inline() {
 		err = le.releaseStep(sctx, done)
