@@ -81,8 +81,13 @@ func (o *AcquireOptions) check(ttl time.Duration) (time.Duration, error) {
 // has waiters. The lock is fair: NoWait does not jump a non-empty queue.
 //
 // When ctx ends, Acquire leaves the queue, holds nothing, and returns an
-// error that matches ctx.Err(). A backend failure returns an error matching
-// ErrBackend and the client's error; the call holds nothing afterwards.
+// error that matches ctx.Err(), within a few tens of milliseconds of the
+// ctx's end even when the backend's client ignores deadlines or the store
+// does not answer: a step still in flight then goes on in the background,
+// and what it may leave is removed by token once it returns. A backend
+// failure returns an error matching ErrBackend and the client's error; the
+// call holds nothing afterwards. A timeout of the client's own (dial, read)
+// is such a failure, not a ctx error, while ctx lives.
 // Once queued, a failed step is retried with the same token (a no-op if it
 // took effect) for up to WaiterTimeout, so a short outage costs no place in
 // the queue. No retry runs past WaiterTimeout after the last step or
@@ -141,15 +146,19 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 	start := time.Now()
 	req := backend.AcquireRequest{ID: id, Token: o.Token, TTL: ttl, WaiterTTL: l.waiterTTL}
 
+	var gr grace // the grace of this call's waits once ctx ended (await.go)
 	inUse := false
 	// Fast path: a plain try. Skipped when this Locker is already
 	// subscribed to the id (it waits on it, or did a moment ago): the
 	// waiting step below grants a free id just as well, so steady-state
 	// contention costs one step less.
 	if o.NoWait || !l.subscribed(id) {
-		g, err := l.b.Acquire(ctx, req)
-		if err != nil {
-			return Result{ID: id}, l.abandon(ctx, "acquire", id, o.Token, err)
+		g, err, stray := l.acquireStep(ctx, &gr, req, false)
+		switch {
+		case stray: // its goroutine cleans up after it
+			return Result{ID: id}, wrap(ctx, "acquire", id, err)
+		case err != nil:
+			return Result{ID: id}, l.abandon(ctx, &gr, "acquire", id, o.Token, err)
 		}
 		if g.Acquired {
 			return Result{Acquired: true, ID: id, Lease: l.newLease(id, o.Token, start, ttl, g)}, nil
@@ -207,20 +216,23 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 	var pair clockPair // the latest step's send time and store time
 	for {
 		if r.over(l.waiterTTL) {
-			return Result{ID: id, WasInUse: true}, l.abandon(ctx, "acquire", id, o.Token, r.last)
+			return Result{ID: id, WasInUse: true}, l.abandon(ctx, &gr, "acquire", id, o.Token, r.last)
 		}
 		sent := time.Now()
 		sctx, cancel := r.bound(ctx, l.waiterTTL)
-		g, err := l.b.Acquire(sctx, req)
+		g, err, stray := l.acquireStep(sctx, &gr, req, true)
 		err = r.cut(ctx, sctx, err)
 		cancel()
 		holder.Stop()
+		if stray { // its goroutine leaves the queue after it
+			return Result{ID: id, WasInUse: true}, wrap(ctx, "acquire", id, err)
+		}
 		if err != nil {
 			// Queued, a failed step is retried with the same token (a no-op
 			// if it took effect) while the entry can still be alive: an
 			// outage shorter than WaiterTimeout costs no place in the queue.
 			if !l.retryable(ctx, err) {
-				return Result{ID: id, WasInUse: true}, l.abandon(ctx, "acquire", id, o.Token, err)
+				return Result{ID: id, WasInUse: true}, l.abandon(ctx, &gr, "acquire", id, o.Token, err)
 			}
 			if r.failed(l.liveSince(w, sent), err) {
 				l.log.Warn("lock: a waiting step failed; retrying with the same token while the queue entry lives",
@@ -285,15 +297,15 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 				// lease's end by the store.
 				holder.Reset(d + l.resolution)
 			case <-queueTimer.C:
-				if err := l.cleanup(ctx, id, o.Token); err != nil {
+				if err := l.cleanup(ctx, &gr, id, o.Token); err != nil {
 					l.log.Warn("lock: leaving the queue after the queue timeout failed; the entry expires on its own",
 						"id", id, "err", err)
 				}
 				return Result{ID: id, WasInUse: true}, nil
 			case <-ctx.Done():
-				return Result{ID: id, WasInUse: true}, joinErrs(wrap("acquire", id, ctx.Err()), l.cleanup(ctx, id, o.Token))
+				return Result{ID: id, WasInUse: true}, joinErrs(wrap(ctx, "acquire", id, ctx.Err()), l.cleanup(ctx, &gr, id, o.Token))
 			case <-l.done:
-				return Result{ID: id, WasInUse: true}, joinErrs(wrap("acquire", id, ErrClosed), l.cleanup(ctx, id, o.Token))
+				return Result{ID: id, WasInUse: true}, joinErrs(wrap(ctx, "acquire", id, ErrClosed), l.cleanup(ctx, &gr, id, o.Token))
 			}
 		}
 	}
@@ -309,23 +321,44 @@ func (l *Locker) retryable(ctx context.Context, err error) bool {
 // queue entry and any raced grant are removed (S6). A step that never
 // reached the store (fallback.Unsent) took no effect, and a cleanup sent
 // now would most likely not reach it either: none is sent, and an entry
-// an earlier step left expires after WaiterTimeout. It returns the step's
-// error, wrapped.
-func (l *Locker) abandon(ctx context.Context, op, id, token string, err error) error {
+// an earlier step left expires after WaiterTimeout. The cleanup is waited
+// for while ctx lives (see cleanup). It returns the step's error,
+// wrapped.
+func (l *Locker) abandon(ctx context.Context, g *grace, op, id, token string, err error) error {
 	if errors.Is(err, backend.ErrQueueFull) || fallback.Unsent(err) {
-		return wrap(op, id, err) // nothing was enqueued, or nothing was sent
+		return wrap(ctx, op, id, err) // nothing was enqueued, or nothing was sent
 	}
-	if cerr := l.cleanup(ctx, id, token); cerr != nil {
+	if cerr := l.cleanup(ctx, g, id, token); cerr != nil {
 		l.log.Warn("lock: cleanup after a failed step failed; the entry expires on its own",
 			"id", id, "err", cerr)
 	}
-	return wrap(op, id, err)
+	return wrap(ctx, op, id, err)
 }
 
-// cleanup leaves id's queue by token and releases a grant that raced the
-// caller's exit. It runs even when ctx is over, bounded by cleanupTimeout.
-func (l *Locker) cleanup(ctx context.Context, id, token string) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	return wrap("leave", id, l.b.Leave(cctx, id, token))
+// acquireStep runs one Acquire step, waited for while ctx lives (and the
+// Locker is open; see await). A step the caller stopped waiting for
+// (stray) is cleaned up by its own goroutine once it returns: a Leave by
+// token when the caller was queued before it (queued) or when it may
+// have left an entry or a grant.
+func (l *Locker) acquireStep(ctx context.Context, g *grace, req backend.AcquireRequest, queued bool) (backend.Grant, error, bool) {
+	w := waitFor{ctx: ctx, close: true}
+	if w.inline() {
+		gr, err := l.b.Acquire(ctx, req)
+		return gr, err, false
+	}
+	return await(l, w, g, func() (backend.Grant, error) { return l.b.Acquire(ctx, req) },
+		func(gr backend.Grant, err error) {
+			if queued || left(gr, err) {
+				l.leaveLate(req.ID, req.Token)
+			}
+		})
+}
+
+// left reports whether an Acquire step with this outcome may have left a
+// queue entry or a grant of its token.
+func left(g backend.Grant, err error) bool {
+	if err != nil {
+		return !fallback.Unsent(err) && !errors.Is(err, backend.ErrQueueFull)
+	}
+	return g.Acquired || g.Queued
 }

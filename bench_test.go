@@ -24,10 +24,24 @@ func BenchmarkLockerAcquireReleaseObserved(b *testing.B) {
 	benchAcquireRelease(b, &lock.Options{Observer: observerFunc(func(lock.Event) {})})
 }
 
+// BenchmarkLockerAcquireReleaseCancellable is BenchmarkLockerAcquireRelease
+// with a ctx that can end (a deadline far away, as a request's ctx has):
+// each step then runs on a goroutine of its own, so that the call can
+// return when the ctx ends whatever the backend's client does.
+func BenchmarkLockerAcquireReleaseCancellable(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	benchAcquireReleaseCtx(b, ctx, nil)
+}
+
 // benchAcquireRelease runs uncontended Acquire + Release cycles through a
 // Locker with options o on the memory backend.
 func benchAcquireRelease(b *testing.B, o *lock.Options) {
-	ctx := context.Background()
+	benchAcquireReleaseCtx(b, context.Background(), o)
+}
+
+// benchAcquireReleaseCtx is benchAcquireRelease under ctx.
+func benchAcquireReleaseCtx(b *testing.B, ctx context.Context, o *lock.Options) {
 	l := mustLocker(testkit.Must(memorybackend.New(nil)), o)
 	defer l.Close()
 	b.ReportAllocs()

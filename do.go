@@ -33,6 +33,12 @@ import (
 // if any). A lease that ends after fn returned is no error. A release that
 // fails otherwise (backend error) is logged and returned; the lease then
 // expires at its TTL. A nil locker or fn is an *ArgumentError.
+//
+// ctx bounds Do's own waits as it bounds Acquire's: the acquire, and the
+// release after fn, which is waited for while ctx lives (or for a few
+// milliseconds more when ctx had ended by the time fn returned). A
+// release still running then goes on in the background; Do returns fn's
+// value and an error matching ctx.Err() (or ErrLeaseLost, as above).
 func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration,
 	fn func(ctx context.Context, lease *Lease) (T, error), opts *AcquireOptions) (T, error) {
 	var zero T
@@ -65,7 +71,7 @@ func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration,
 		} else {
 			l.log.WarnContext(ctx, "lock: not acquired; fn was not run", "id", id, "reason", "the queue timeout passed")
 		}
-		return zero, wrap("do", id, ErrNotAcquired)
+		return zero, wrap(ctx, "do", id, ErrNotAcquired)
 	}
 	le := res.Lease
 	fctx, cancel := context.WithCancelCause(ctx)
@@ -90,9 +96,15 @@ func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration,
 		lostInFn := le.lostBy(fnEnd)
 		close(stop)
 		<-watched
+		// The release outlives ctx (bounded by cleanupTimeout), but is
+		// waited for only while ctx lives, or for a grace from now if ctx
+		// has ended already; then it goes on in the background.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer rcancel()
-		rerr := le.Release(rctx)
+		g := &grace{}
+		if ctxDone(ctx) {
+			g.end = time.Now().Add(ctxGrace)
+		}
+		rerr, pending := le.release(waitFor{ctx: ctx, bound: rctx}, g, rctx, rcancel)
 		l.observeDoLost(le, lostInFn && rerr != nil, rerr) // observer.go
 		switch {
 		case rerr == nil:
@@ -100,7 +112,10 @@ func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration,
 			return nil
 		case lostInFn:
 			l.log.ErrorContext(ctx, "lock: the lease was lost while fn ran; fn may have run unprotected", "id", id, "release_err", rerr)
-			return wrap("do", id, ErrLeaseLost)
+			return wrap(ctx, "do", id, ErrLeaseLost)
+		case pending && ctxDone(ctx):
+			l.log.DebugContext(ctx, "lock: ctx ended before the release after fn returned; it goes on in the background", "id", id)
+			return rerr
 		case errors.Is(rerr, ErrNotHeld):
 			// The lease ended after fn returned: nothing was unprotected.
 			return nil

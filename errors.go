@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/redislocker/lock/backend"
 )
@@ -67,30 +70,83 @@ func (e *backendError) Unwrap() error { return e.err }
 
 func (e *backendError) Is(target error) bool { return target == ErrBackend }
 
-// wrap turns an error of a backend step into the error the user sees:
-// context errors and sentinels keep their identity with the operation added,
-// anything else is wrapped once in a *backendError.
-func wrap(op, id string, err error) error {
+// wrap turns the error of a backend step, or one the core made, into the
+// error the caller sees. It decides by the error's type and by ctx, the
+// caller's context, never by the error's text:
+//   - an error wrap made already (a *backendError, a *ctxError) is
+//     returned as it is;
+//   - one of the lock's sentinels keeps its identity, with the operation
+//     added;
+//   - a context error is the caller's own only when ctx is done (ctxDone):
+//     it becomes a *ctxError that matches ctx.Err();
+//   - anything else is wrapped once in a *backendError: a store or client
+//     failure, also a timeout of the client's own (a dial or read timeout;
+//     Go's net timeouts match context.DeadlineExceeded) or of a bound the
+//     Locker put on a step while the caller's ctx lives.
+//
+// ctx may be nil for an error that is never the caller's (a cleanup's).
+func wrap(ctx context.Context, op, id string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var be *backendError
+	var ce *ctxError
 	switch {
-	case errors.As(err, &be):
+	case errors.As(err, &be), errors.As(err, &ce):
 		return err
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		if strings.HasPrefix(err.Error(), "lock: ") {
-			return err // wrapped already, by the step that failed
-		}
-		return fmt.Errorf("lock: %s: %w", opID(op, id), err)
 	case isSentinel(err):
 		if !isBareSentinel(err) {
 			return err // says more already, e.g. "lock: not held (release "x")"
 		}
 		return fmt.Errorf("%w (%s)", err, opID(op, id))
+	case isCtxErr(err) && ctx != nil && ctxDone(ctx):
+		return &ctxError{op: op, id: id, err: ctxErrOf(ctx)}
 	default:
 		return &backendError{op: op, id: id, err: err}
 	}
+}
+
+// ctxError is the error of a call that ended because the caller's context
+// did: it matches ctx.Err() (context.Canceled or context.DeadlineExceeded)
+// and never ErrBackend.
+type ctxError struct {
+	op, id string
+	err    error // ctx.Err()
+}
+
+func (e *ctxError) Error() string { return "lock: " + opID(e.op, e.id) + ": " + e.err.Error() }
+func (e *ctxError) Unwrap() error { return e.err }
+
+// isCtxErr reports whether err is, or wraps, a context error.
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// ctxDone reports whether ctx has ended: it is cancelled, or its deadline
+// has passed (a client that applies the deadline to its socket may return
+// a moment before the context's own timer fires).
+func ctxDone(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
+// ctxErrOf returns the error of a ctx that ctxDone found ended.
+func ctxErrOf(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
+// cancelled reports whether err says that the call ended because its
+// caller's context did, or because the Locker closed, rather than by a
+// failure: a *ctxError, or ErrClosed, anywhere in err.
+func cancelled(err error) bool {
+	var ce *ctxError
+	return errors.As(err, &ce) || errors.Is(err, ErrClosed)
 }
 
 // opID is op followed by the quoted id, or op alone when there is no id.
@@ -132,9 +188,9 @@ func isBareSentinel(err error) bool {
 }
 
 // joinErrs joins the non-nil errs into one that matches each of them, like
-// errors.Join, but prints on one line, "first; second", leaving out a
-// message already printed (or contained in one printed). It returns nil
-// when every err is nil, and a lone error as it is.
+// errors.Join, but prints on one line, "first; second", leaving out an
+// error that another one wraps (whose text it prints already, see wraps).
+// It returns nil when every err is nil, and a lone error as it is.
 func joinErrs(errs ...error) error {
 	var kept []error
 	for _, e := range errs {
@@ -154,26 +210,54 @@ func joinErrs(errs ...error) error {
 type joinError struct{ errs []error }
 
 func (e *joinError) Error() string {
-	var msgs []string
+	var shown []error
 	for _, err := range e.errs {
-		m := err.Error()
-		dup := false
-		for i, prev := range msgs {
-			switch {
-			case strings.Contains(prev, m):
-				dup = true
-			case strings.Contains(m, prev):
-				msgs[i], dup = m, true
-			}
-			if dup {
-				break
-			}
+		if slices.ContainsFunc(shown, func(s error) bool { return wraps(s, err) }) {
+			continue // printed already, as s or within it
 		}
-		if !dup {
-			msgs = append(msgs, m)
+		// err prints the errors it wraps: it takes the place of the first
+		// of them shown, and the others go.
+		i := slices.IndexFunc(shown, func(s error) bool { return wraps(err, s) })
+		if i < 0 {
+			shown = append(shown, err)
+			continue
 		}
+		shown[i] = err
+		rest := slices.DeleteFunc(shown[i+1:], func(s error) bool { return wraps(err, s) })
+		shown = shown[:i+1+len(rest)]
+	}
+	msgs := make([]string, len(shown))
+	for i, err := range shown {
+		msgs[i] = err.Error()
 	}
 	return strings.Join(msgs, "; ")
 }
 
 func (e *joinError) Unwrap() []error { return e.errs }
+
+// wraps reports whether outer is inner, or wraps it: inner itself is
+// found along outer's Unwrap methods. Unlike errors.Is it ignores Is
+// methods, which match errors whose text is not printed (a *BackendError
+// matches ErrBackend, a net timeout context.DeadlineExceeded): an error
+// that wraps another prints its text, one that only matches it need not.
+func wraps(outer, inner error) bool {
+	comparable := reflect.TypeOf(inner).Comparable()
+	var walk func(error) bool
+	walk = func(e error) bool {
+		for e != nil {
+			if comparable && e == inner {
+				return true
+			}
+			switch u := e.(type) {
+			case interface{ Unwrap() error }:
+				e = u.Unwrap()
+			case interface{ Unwrap() []error }:
+				return slices.ContainsFunc(u.Unwrap(), walk)
+			default:
+				return false
+			}
+		}
+		return false
+	}
+	return walk(outer)
+}

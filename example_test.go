@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/memorybackend"
 	"github.com/redislocker/lock/redisbackend"
+	"github.com/redislocker/lock/rueidisbackend"
 )
 
 func Example() {
@@ -129,9 +132,18 @@ func ExampleLocker_TryAcquire() {
 // Redis at localhost:6379. It is compiled but not run (it has no output).
 func Example_redis() {
 	ctx := context.Background()
-	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	client := redis.NewClient(&redis.Options{
+		Addr:                  "localhost:6379",
+		DialTimeout:           time.Second,     // default 5 s
+		ReadTimeout:           time.Second,     // default 3 s; a step is one script call: milliseconds
+		WriteTimeout:          time.Second,     // default: ReadTimeout
+		PoolTimeout:           2 * time.Second, // default: ReadTimeout + 1 s
+		ContextTimeoutEnabled: true,            // ctx deadlines bound the socket too (default: ignored)
+		MaxRetries:            1,               // default 3 resends after a network error
+		DialerRetries:         2,               // default 5 dials per connection, 100 ms apart
+	})
 	defer client.Close()
-	b, err := redisbackend.New(client, nil) // or rueidisbackend.New(...), or memorybackend.New(nil) in unit tests
+	b, err := redisbackend.New(client, nil) // or rueidisbackend.New (below), or memorybackend.New(nil) in unit tests
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -151,6 +163,25 @@ func Example_redis() {
 		defer res.Lease.Release(ctx)
 		// res.WasInUse tells whether we had to queue; res.Lease.Fence() goes with every write to the resource.
 	}
+}
+
+// Example_rueidis is the README's rueidis client with production
+// timeouts. It is compiled but not run (it has no output).
+func Example_rueidis() {
+	b, err := rueidisbackend.New(&rueidisbackend.Options{ClientOption: rueidis.ClientOption{
+		InitAddress: []string{"localhost:6379"},
+		// Defaults: a 5 s dial timeout; ConnWriteTimeout 10 x KeepAlive (1 s): 10 s.
+		Dialer:           net.Dialer{Timeout: time.Second, KeepAlive: time.Second},
+		ConnWriteTimeout: time.Second,
+	}})
+	if err != nil {
+		log.Fatal(err) // rueidis dials in New: a Redis that is down fails here
+	}
+	locker, err := lock.New(b, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close() // closes b and the client it built
 }
 
 // invoices stands for the resource a lock protects: a table that keeps the

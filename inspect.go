@@ -36,12 +36,14 @@ func (l *Locker) Inspect(ctx context.Context, id string) (backend.Inspection, er
 		return backend.Inspection{ID: id}, err
 	}
 	defer l.end()
-	in, err := fallback.Inspect(ctx, l.b, id, inspectWaiters)
+	in, err, _ := await(l, waitFor{ctx: ctx, close: true}, nil, func() (backend.Inspection, error) {
+		return fallback.Inspect(ctx, l.b, id, inspectWaiters)
+	}, nil)
 	if errors.Is(err, ErrUnsupported) {
 		return backend.Inspection{ID: id}, fmt.Errorf("%w (inspect %q: the backend is not a backend.Inspector)", err, id)
 	}
 	if err != nil {
-		return backend.Inspection{ID: id}, wrap("inspect", id, err)
+		return backend.Inspection{ID: id}, wrap(ctx, "inspect", id, err)
 	}
 	in.ID = id
 	return in, nil

@@ -170,10 +170,11 @@ const (
 // last, the latest ValidUntil among them: no extend is of use after it. A
 // lease with a Release or Extend of its own in flight is skipped (tried
 // again shortly), so that steps on one lease never overlap; the others'
-// op locks are held only for this chunk's step. A client that
-// ignores the bound only delays the next tick: Lost and Do's ctx fire at
-// ValidUntil by each lease's own timer. It returns the number of failed
-// extends, of leases that expired before their turn, and the first failure.
+// op locks are held only for this chunk's step. The step is waited for
+// until last at most (see await), even by a client that ignores the
+// bound; Lost and Do's ctx fire at ValidUntil by each lease's own timer
+// in any case. It returns the number of failed extends, of leases that
+// expired before their turn, and the first failure.
 func (l *Locker) extendChunk(chunk []*Lease, last time.Time) (failed, expired int, first error) {
 	reqs := make([]backend.ExtendRequest, 0, len(chunk))
 	live := chunk[:0:0]
@@ -199,10 +200,28 @@ func (l *Locker) extendChunk(chunk []*Lease, last time.Time) (failed, expired in
 	if len(live) == 0 {
 		return 0, expired, nil
 	}
+	// Bounded by last and by Close, whatever the client does with
+	// deadlines. A step still running then goes on in the background:
+	// its outcome is recorded when it returns, and until then the leases'
+	// op locks stay held (their next ticks skip them).
 	ctx, cancel := context.WithDeadline(l.bgCtx, last)
 	sent := time.Now()
-	errs, err := fallback.ExtendBatch(ctx, l.b, reqs)
-	cancel()
+	errs, err, stray := await(l, waitFor{ctx: ctx}, nil, func() ([]error, error) {
+		defer cancel()
+		return fallback.ExtendBatch(ctx, l.b, reqs)
+	}, func(errs []error, err error) { l.extendedChunk(live, reqs, sent, errs, err) })
+	if stray {
+		l.retryLater(live)
+		return len(live), expired, err
+	}
+	failed, first = l.extendedChunk(live, reqs, sent, errs, err)
+	return failed, expired, first
+}
+
+// extendedChunk records the outcome of extendChunk's step, sent at sent,
+// for the leases live (with requests reqs), and unlocks their op locks.
+// It returns the number of failed extends and the first failure.
+func (l *Locker) extendedChunk(live []*Lease, reqs []backend.ExtendRequest, sent time.Time, errs []error, err error) (failed int, first error) {
 	for i, le := range live {
 		e := err
 		if e == nil && i < len(errs) {
@@ -226,7 +245,7 @@ func (l *Locker) extendChunk(chunk []*Lease, last time.Time) (failed, expired in
 		}
 		le.op.Unlock()
 	}
-	return failed, expired, first
+	return failed, first
 }
 
 // retryLater schedules the next extend of leases after a failure: half a

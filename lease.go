@@ -209,27 +209,52 @@ func (le *Lease) end(s leaseState) {
 // A backend failure leaves the lease as it was; Release can be retried.
 // Once the lease has ended (released or not held), Lost is closed and
 // keep-alive stops.
+//
+// When ctx ends first, Release returns an error matching ctx.Err() within
+// moments, whatever the client does with deadlines; the release goes on
+// in the background, and its outcome is recorded when it returns.
 func (le *Lease) Release(ctx context.Context) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
+	err, _ := le.release(waitFor{ctx: ctx}, nil, ctx, nil)
+	return err
+}
+
+// release runs Release's step under sctx, waited for as w and g say (see
+// await), and calls done (if not nil) when it returns. The step waits for
+// the lease's other steps (le.op), and records its own outcome: pending
+// reports one that goes on in the background.
+func (le *Lease) release(w waitFor, g *grace, sctx context.Context, done func()) (err error, pending bool) {
+	if w.inline() {
+		err = le.releaseStep(sctx, done)
+	} else {
+		_, err, pending = await(le.l, w, g, func() (struct{}, error) { return struct{}{}, le.releaseStep(sctx, done) }, nil)
+	}
+	return wrap(w.ctx, "release", le.id, err), pending
+}
+
+// releaseStep is release's step.
+func (le *Lease) releaseStep(sctx context.Context, done func()) error {
+	if done != nil {
+		defer done()
+	}
 	le.op.Lock()
 	defer le.op.Unlock()
-	s := le.current()
-	switch s {
+	switch le.current() {
 	case released:
 		return nil
 	case notHeld:
-		return wrap("release", le.id, ErrNotHeld)
+		return ErrNotHeld
 	}
-	err := le.l.b.Release(ctx, le.id, le.token)
+	err := le.l.b.Release(sctx, le.id, le.token)
 	switch {
 	case err == nil:
 		le.end(released)
 	case errors.Is(err, backend.ErrNotHeld):
 		le.end(notHeld)
 	}
-	return wrap("release", le.id, err)
+	return err
 }
 
 // Extend sets the lease's time to live to ttl from now, if it is still
@@ -237,7 +262,10 @@ func (le *Lease) Release(ctx context.Context) error {
 // returns ErrNotHeld, and Lost is closed. On success ValidUntil moves to the
 // moment Extend was sent plus ttl (unless Lost was already closed: a lease
 // presumed lost stays so), and a kept-alive lease is extended by ttl from
-// then on. A backend failure leaves ValidUntil as it was.
+// then on. A backend failure leaves ValidUntil as it was. When ctx ends
+// first, Extend returns an error matching ctx.Err() within moments; the
+// extend goes on in the background, and its outcome is recorded when it
+// returns.
 func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
@@ -246,14 +274,23 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
+	if w := (waitFor{ctx: ctx}); w.inline() {
+		err = le.extendStep(ctx, ttl)
+	} else {
+		_, err, _ = await(le.l, w, nil, func() (struct{}, error) { return struct{}{}, le.extendStep(ctx, ttl) }, nil)
+	}
+	return wrap(ctx, "extend", le.id, err)
+}
+
+// extendStep is Extend's step.
+func (le *Lease) extendStep(ctx context.Context, ttl time.Duration) error {
 	le.op.Lock()
 	defer le.op.Unlock()
-	s := le.current()
-	if s != held {
-		return wrap("extend", le.id, ErrNotHeld)
+	if le.current() != held {
+		return ErrNotHeld
 	}
 	sent := time.Now()
-	err = le.l.b.Extend(ctx, le.id, le.token, ttl)
+	err := le.l.b.Extend(ctx, le.id, le.token, ttl)
 	le.l.observeExtend(le, err) // observer.go
 	switch {
 	case err == nil:
@@ -262,5 +299,5 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	case errors.Is(err, backend.ErrNotHeld):
 		le.end(notHeld)
 	}
-	return wrap("extend", le.id, err)
+	return err
 }

@@ -163,6 +163,7 @@ type Locker struct {
 	bg        sync.WaitGroup // the heartbeat and keep-alive goroutines, subscribes in flight
 	calls     sync.WaitGroup // calls in flight, waited for by Close
 	idle      sync.WaitGroup // linger timers of idle subscriptions
+	steps     tracker        // steps no caller waits for any more (await.go)
 	closeErr  error
 	closeOnce sync.Once
 }
@@ -240,6 +241,18 @@ func (o *Options) check(res time.Duration) error {
 // (Lost then fires as usual). Later calls return ErrClosed; Close itself is
 // idempotent and returns the backend's Close error once.
 //
+// Close waits for the calls in flight, which return within moments once
+// it cancels them (a call whose ctx can never end, such as
+// context.Background(), waits for its step in flight to return from the
+// client), and then for the backend steps that callers stopped waiting
+// for, when their ctx ended, and for the cleanups after them (Leave by
+// token), for up to 5 seconds in all. On a stalled server, a client that
+// ignores deadlines can keep such a step longer: Close then closes the
+// backend all the same, the step's goroutine ends when its client returns
+// (at the client's read timeout, or when the client is closed), and what
+// the step left expires on its own (a queue entry after WaiterTimeout, a
+// grant after its ttl).
+//
 // Close waits for the calls in flight, so it must not be called from inside
 // Do's fn or an AcquireMany loop body of the same Locker (like
 // http.Server.Shutdown from a handler, it would wait for itself).
@@ -253,6 +266,10 @@ func (l *Locker) Close() error {
 		l.calls.Wait()
 		l.bg.Wait()
 		l.dropAllIdle()
+		if n := l.steps.wait(closeWait); n > 0 {
+			l.log.Warn("lock: closing with backend steps still running in the client; they end when the client returns, and what they left expires on its own",
+				"steps", n, "waited", closeWait)
+		}
 		l.closeErr = l.b.Close()
 	})
 	return l.closeErr

@@ -179,13 +179,15 @@ func TestTTLResolution(t *testing.T) {
 // failures.
 func TestWrapKeepsSentinels(t *testing.T) {
 	for _, s := range []error{ErrNotHeld, ErrQueueFull, ErrClosed, ErrInvalidArgument, ErrLeaseLost, ErrNotAcquired} {
-		err := wrap("op", "x", s)
+		err := wrap(context.Background(), "op", "x", s)
 		if !errors.Is(err, s) || errors.Is(err, ErrBackend) {
 			t.Errorf("wrap(%v) = %v; want it to match %v and not ErrBackend", s, err, s)
 		}
 	}
-	if err := wrap("op", "x", context.Canceled); !errors.Is(err, context.Canceled) || errors.Is(err, ErrBackend) {
-		t.Errorf("wrap(context.Canceled) = %v; want a ctx error, not ErrBackend", err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := wrap(ctx, "op", "x", context.Canceled); !errors.Is(err, context.Canceled) || errors.Is(err, ErrBackend) {
+		t.Errorf("wrap(context.Canceled) with ctx cancelled = %v; want a ctx error, not ErrBackend", err)
 	}
 }
 
@@ -230,7 +232,7 @@ func TestSubscriptionLingersBetweenWaits(t *testing.T) {
 // A replica shortfall is a backend failure that keeps its own identity:
 // it matches both ErrNotReplicated and ErrBackend.
 func TestWrapNotReplicated(t *testing.T) {
-	err := wrap("acquire", "x", fmt.Errorf("%w: 0 of 1 replicas", backend.ErrNotReplicated))
+	err := wrap(context.Background(), "acquire", "x", fmt.Errorf("%w: 0 of 1 replicas", backend.ErrNotReplicated))
 	if !errors.Is(err, backend.ErrNotReplicated) || !errors.Is(err, ErrBackend) {
 		t.Fatalf("wrap = %v; want it to match ErrNotReplicated and ErrBackend", err)
 	}

@@ -128,6 +128,9 @@ type many struct {
 	items   []*manyItem
 	granted []*Lease // granted but not yet shown
 	unsent  bool     // round 1 failed before it reached the store
+
+	g     grace         // of the call's waits once ctx ended (await.go)
+	stray chan struct{} // closed when a step the caller stopped waiting for returns; nil if none
 }
 
 func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error) bool) {
@@ -224,10 +227,10 @@ func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error
 			yield(s, nil)
 			return
 		case <-ctx.Done():
-			yield(Snapshot{}, wrap("acquire many", "", ctx.Err()))
+			yield(Snapshot{}, wrap(ctx, "acquire many", "", ctx.Err()))
 			return
 		case <-l.done:
-			yield(Snapshot{}, wrap("acquire many", "", ErrClosed))
+			yield(Snapshot{}, wrap(ctx, "acquire many", "", ErrClosed))
 			return
 		}
 	}
@@ -265,17 +268,17 @@ func (m *many) step(ctx context.Context, items []*manyItem, wait bool) error {
 	}
 	m.mu.Unlock()
 	sent := time.Now()
-	res, err := fallback.AcquireBatch(ctx, l.b, reqs)
+	res, err := m.batch(ctx, reqs)
 	if err == nil && len(res) != len(reqs) {
 		err = fmt.Errorf("backend returned %d results for %d requests", len(res), len(reqs))
 	}
 	if err != nil {
-		return wrap("acquire many", "", err)
+		return wrap(ctx, "acquire many", "", err)
 	}
 	for i, r := range res {
 		it := items[i]
 		if r.Err != nil {
-			return wrap("acquire", it.w.id, r.Err)
+			return wrap(ctx, "acquire", it.w.id, r.Err)
 		}
 		if r.Acquired {
 			m.mu.Lock()
@@ -323,10 +326,55 @@ func (m *many) abandon(ctx context.Context) {
 	if len(ws) == 0 || m.unsent {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if err := fallback.LeaveBatch(cctx, l.b, ws); err != nil && !errors.Is(err, backend.ErrNotHeld) {
-		l.log.Warn("lock: AcquireMany cleanup failed; entries and unseen leases expire on their own",
-			"ids", len(ws), "err", err)
+	if m.stray != nil {
+		// A step the caller stopped waiting for may still enqueue or
+		// grant: leave after it returns, in the background.
+		stray := m.stray
+		l.goStep(func() {
+			<-stray
+			cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			m.cleanupFailed(len(ws), fallback.LeaveBatch(cctx, l.b, ws))
+		})
+		return
 	}
+	// Waited for while ctx lives (and for the rest of the grace once it
+	// ended), like Acquire's cleanup.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	_, err, stray := await(l, waitFor{ctx: ctx, bound: cctx}, &m.g, func() (struct{}, error) {
+		defer cancel()
+		return struct{}{}, fallback.LeaveBatch(cctx, l.b, ws)
+	}, func(_ struct{}, err error) { m.cleanupFailed(len(ws), err) })
+	if !stray {
+		m.cleanupFailed(len(ws), err)
+	}
+}
+
+// cleanupFailed logs the failure of abandon's LeaveBatch of n waiters, if
+// err is one.
+func (m *many) cleanupFailed(n int, err error) {
+	if err != nil && !errors.Is(err, backend.ErrNotHeld) {
+		m.l.log.Warn("lock: AcquireMany cleanup failed; entries and unseen leases expire on their own",
+			"ids", n, "err", wrap(nil, "leave many", "", err))
+	}
+}
+
+// batch runs one batched acquire step, waited for while ctx lives (and the
+// Locker is open; see await). A step the caller stopped waiting for goes
+// on in the background, and closes m.stray when it returns: the call is
+// over then, and abandon leaves every queue after it.
+func (m *many) batch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
+	l := m.l
+	w := waitFor{ctx: ctx, close: true}
+	if w.inline() {
+		return fallback.AcquireBatch(ctx, l.b, reqs)
+	}
+	done := make(chan struct{})
+	res, err, stray := await(l, w, &m.g, func() ([]backend.BatchGrant, error) {
+		return fallback.AcquireBatch(ctx, l.b, reqs)
+	}, func([]backend.BatchGrant, error) { close(done) })
+	if stray {
+		m.stray = done
+	}
+	return res, err
 }

@@ -87,7 +87,9 @@ const (
 	OutcomeQueueTimeout
 	// OutcomeCancelled: the caller's context ended, or the Locker closed.
 	OutcomeCancelled
-	// OutcomeError: a backend failure (or another error).
+	// OutcomeError: a backend failure (or another error), a timeout of the
+	// backend's client (dial, read) included while the caller's context
+	// lives.
 	OutcomeError
 )
 
@@ -167,7 +169,7 @@ func (l *Locker) observeAcquire(ctx context.Context, start time.Time, id string,
 		ev.Outcome = OutcomeBusy
 	case err == nil:
 		ev.Outcome = OutcomeQueueTimeout
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrClosed):
+	case cancelled(err): // by type: a client's own timeout is an OutcomeError
 		ev.Outcome = OutcomeCancelled
 	default:
 		ev.Outcome = OutcomeError

@@ -69,7 +69,7 @@ func (l *Locker) register(ctx context.Context, w *waiter) error {
 		case <-st.ready:
 		case <-ctx.Done():
 			l.unregister(w)
-			return wrap("subscribe", w.id, ctx.Err())
+			return wrap(ctx, "subscribe", w.id, ctx.Err())
 		}
 		if st.err == nil {
 			return nil
@@ -77,9 +77,9 @@ func (l *Locker) register(ctx context.Context, w *waiter) error {
 		l.unregister(w)
 		switch {
 		case l.bgCtx.Err() != nil:
-			return wrap("subscribe", w.id, ErrClosed)
+			return wrap(ctx, "subscribe", w.id, ErrClosed)
 		case own || attempt >= 2 || ctx.Err() != nil:
-			return wrap("subscribe", w.id, st.err)
+			return wrap(ctx, "subscribe", w.id, st.err)
 		}
 	}
 }
@@ -111,13 +111,21 @@ func (l *Locker) join(w *waiter) (st *idWaiters, own bool, err error) {
 	return st, !ok, nil
 }
 
-// subscribe makes st's subscription under the Locker's context. If st was
-// dropped meanwhile (its waiters left), it cancels the subscription; if the
-// subscription failed, st is dropped so that the next waiter starts anew.
+// subscribe makes st's subscription under the Locker's context, bounded
+// by WaiterTimeout and by Close whatever the client does with deadlines.
+// If st was dropped meanwhile (its waiters left), it cancels the
+// subscription; if the subscription failed, st is dropped so that the next
+// waiter starts anew. A subscription made after the wait for it ended is
+// cancelled at once.
 func (l *Locker) subscribe(id string, st *idWaiters) {
 	defer l.bg.Done()
 	ctx, cancel := context.WithTimeout(l.bgCtx, l.waiterTTL)
-	c, err := l.b.Subscribe(ctx, id, l.onWake)
+	c, err, _ := await(l, waitFor{ctx: ctx}, nil, func() (func(), error) { return l.b.Subscribe(ctx, id, l.onWake) },
+		func(c func(), err error) {
+			if err == nil && c != nil {
+				c()
+			}
+		})
 	cancel()
 	if err == nil && c == nil {
 		c = func() {}
@@ -320,10 +328,19 @@ func (l *Locker) heartbeatLoop() {
 		}
 		l.mu.Unlock()
 
+		// Bounded by the heartbeat interval and by Close, whatever the
+		// client does with deadlines. A stray heartbeat keeps its batch:
+		// the next one is a new slice.
 		ctx, cancel := context.WithTimeout(l.bgCtx, l.heartbeat)
 		sent := time.Now()
-		res, err := l.b.Heartbeat(ctx, batch, l.waiterTTL)
+		hb := batch
+		res, err, stray := await(l, waitFor{ctx: ctx}, nil, func() ([]backend.HeartbeatResult, error) {
+			return l.b.Heartbeat(ctx, hb, l.waiterTTL)
+		}, nil)
 		cancel()
+		if stray {
+			batch = nil
+		}
 		if err != nil && l.bgCtx.Err() == nil {
 			// Each waiter re-checks with its own step, and gives up when
 			// its steps keep failing for WaiterTimeout.

@@ -22,9 +22,9 @@ import (
 const timerSlack = 100 * time.Millisecond
 
 // defaultGoRedis returns a go-redis backend whose client has default
-// options, as in the README: ContextTimeoutEnabled is false, so the client
-// ignores ctx deadlines and a step on a stalled server waits for its
-// ReadTimeout (3 s).
+// options (the README's snippet sets timeouts): ContextTimeoutEnabled is
+// false, so the client ignores ctx deadlines and a step on a stalled
+// server waits for its ReadTimeout (3 s).
 func defaultGoRedis(e *env) backend.Backend {
 	client := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
 	b, err := redisbackend.New(client, &redisbackend.Options{Prefix: e.prefix})
