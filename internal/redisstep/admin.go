@@ -36,19 +36,11 @@ func (s *Steps) ForceRelease(ctx context.Context, id string, fence uint64) error
 	case fence == 0:
 		return &backend.ArgumentError{Arg: "fence", Reason: "must be positive: the holder's fence, as Inspect reports it"}
 	}
-	if err := Check(s, ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	k, a := scripts.ForceReleaseCall(s.cfg.ks.For(id), fence, s.cfg.purgeLimit, s.cfg.publish)
-	c := Call{Script: scripts.ForceRelease, Keys: k, Args: a}
-	var first error // the failure of the first send, when it is resent
-	r, err := resendOnce(s, ctx, func() (Reply, error) {
-		r, err := s.runOnce(ctx, c)
-		if err != nil && first == nil {
-			first = err
-		}
-		return r, err
-	})
+	r, first, err := s.runResent(ctx, Call{Script: scripts.ForceRelease, Keys: k, Args: a})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,20 @@ func (s *Steps) run(ctx context.Context, c Call) (Reply, error) {
 	return resendOnce(s, ctx, func() (Reply, error) { return s.runOnce(ctx, c) })
 }
 
+// runResent is run that also returns the failure of the first send when
+// the call was resent (nil otherwise): a release whose first send may have
+// taken effect cannot trust a resend's "not held".
+func (s *Steps) runResent(ctx context.Context, c Call) (r Reply, first, err error) {
+	r, err = resendOnce(s, ctx, func() (Reply, error) {
+		r, err := s.runOnce(ctx, c)
+		if err != nil && first == nil {
+			first = err
+		}
+		return r, err
+	})
+	return r, first, err
+}
+
 func (s *Steps) runOnce(ctx context.Context, c Call) (Reply, error) {
 	var r Reply
 	send := func() {

@@ -156,15 +156,7 @@ func (s *Steps) Release(ctx context.Context, id, token string) error {
 }
 
 func (s *Steps) release(ctx context.Context, id, token string) error {
-	c := s.releaseCall(id, token)
-	var first error // the failure of the first send, when it is resent
-	r, err := resendOnce(s, ctx, func() (Reply, error) {
-		r, err := s.runOnce(ctx, c)
-		if err != nil && first == nil {
-			first = err
-		}
-		return r, err
-	})
+	r, first, err := s.runResent(ctx, s.releaseCall(id, token))
 	if err == nil {
 		err = s.replyErr(r.Err)
 		if first != nil && !fallback.Unsent(first) && errors.Is(err, backend.ErrNotHeld) {
