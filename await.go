@@ -231,7 +231,7 @@ func (l *Locker) cleanup(ctx context.Context, g *grace, id, token string) error 
 	if stray {
 		return nil
 	}
-	return wrap(nil, "leave", id, err)
+	return wrap(context.Background(), "leave", id, err)
 }
 
 // leaveLate runs on the goroutine of a stray step of token, once it
@@ -247,6 +247,6 @@ func (l *Locker) leaveLate(id, token string) {
 func (l *Locker) cleanupFailed(id string, err error) {
 	if err != nil {
 		l.log.Warn("lock: cleanup after a failed or abandoned step failed; the entry expires on its own",
-			"id", id, "err", wrap(nil, "leave", id, err))
+			"id", id, "err", wrap(context.Background(), "leave", id, err))
 	}
 }

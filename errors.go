@@ -84,7 +84,8 @@ func (e *backendError) Is(target error) bool { return target == ErrBackend }
 //     Go's net timeouts match context.DeadlineExceeded) or of a bound the
 //     Locker put on a step while the caller's ctx lives.
 //
-// ctx may be nil for an error that is never the caller's (a cleanup's).
+// A cleanup's error, never the caller's, is wrapped with context.Background()
+// (a nil ctx means the same).
 func wrap(ctx context.Context, op, id string, err error) error {
 	if err == nil {
 		return nil

@@ -118,8 +118,8 @@ func TestJoinErrsDedupsByIdentity(t *testing.T) {
 	cancel()
 	ctxErr := wrap(cancelled, "acquire", "x", context.Canceled)
 	reset := errors.New("reset")
-	connReset := errors.New("connection reset") // contains "reset", wraps nothing
-	leave := wrap(nil, "leave", "x", reset)     // wraps reset
+	connReset := errors.New("connection reset")              // contains "reset", wraps nothing
+	leave := wrap(context.Background(), "leave", "x", reset) // wraps reset
 
 	for _, c := range []struct {
 		name string

@@ -355,7 +355,7 @@ func (m *many) abandon(ctx context.Context) {
 func (m *many) cleanupFailed(n int, err error) {
 	if err != nil && !errors.Is(err, backend.ErrNotHeld) {
 		m.l.log.Warn("lock: AcquireMany cleanup failed; entries and unseen leases expire on their own",
-			"ids", n, "err", wrap(nil, "leave many", "", err))
+			"ids", n, "err", wrap(context.Background(), "leave many", "", err))
 	}
 }
 
