@@ -45,17 +45,17 @@ func TestNewOptions(t *testing.T) {
 		t.Errorf("Resolution = %v, want 1ms", b.Resolution())
 	}
 	for _, o := range []Options{{Prefix: "a{"}, {Prefix: "}"}, {MaxWaiters: -1}, {PurgeLimit: -1}, {PurgeLimit: 100001}} {
-		if _, err := New(e.raw, &o); err == nil {
-			t.Errorf("New(%+v) accepted bad options", o)
+		if _, err := New(e.raw, &o); !adaptertest.IsArgumentError(err, "opts.") {
+			t.Errorf("New(%+v) = %v; want an *ArgumentError naming the field", o, err)
 		}
 	}
-	if _, err := New(nil, nil); err == nil {
-		t.Error("New(nil) accepted a nil client")
+	if _, err := New(nil, nil); !adaptertest.IsArgumentError(err, "client") {
+		t.Errorf("New(nil) = %v; want an *ArgumentError naming the client", err)
 	}
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": e.addr}})
 	defer ring.Close()
-	if _, err := New(ring, nil); err == nil {
-		t.Error("New accepted a *redis.Ring")
+	if _, err := New(ring, nil); !adaptertest.IsArgumentError(err, "client") {
+		t.Errorf("New(*redis.Ring) = %v; want an *ArgumentError naming the client", err)
 	}
 }
 

@@ -40,7 +40,7 @@ func newReplicas(client Client, cmds commands, waitTimeout time.Duration) (*repl
 		readTimeout = 3 * time.Second // go-redis's default
 	}
 	if readTimeout > 0 && waitTimeout >= readTimeout {
-		return nil, fmt.Errorf("redisbackend: Options.WaitTimeout %v must be below the client's ReadTimeout %v (a WAIT is read with it)", waitTimeout, readTimeout)
+		return nil, &backend.ArgumentError{Arg: "opts.WaitTimeout", Reason: fmt.Sprintf("%v must be below the client's ReadTimeout %v (a WAIT is read with it)", waitTimeout, readTimeout)}
 	}
 	return r, nil
 }

@@ -21,8 +21,8 @@ func TestWaitReplicasOptions(t *testing.T) {
 		{WaitReplicas: 1, WaitTimeout: time.Microsecond},
 		{WaitReplicas: 1, WaitTimeout: time.Second}, // not below ReadTimeout
 	} {
-		if _, err := New(client, &o); err == nil {
-			t.Errorf("New accepted %+v", o)
+		if _, err := New(client, &o); !adaptertest.IsArgumentError(err, "opts.Wait") {
+			t.Errorf("New(%+v) = %v; want an *ArgumentError naming the field", o, err)
 		}
 	}
 	if _, err := New(client, &Options{WaitReplicas: 1, WaitTimeout: 500 * time.Millisecond}); err != nil {

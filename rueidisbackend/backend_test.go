@@ -91,16 +91,22 @@ func TestNewOptions(t *testing.T) {
 		{ClientOption: rueidis.ClientOption{InitAddress: []string{e.addr}, ReplicaOnly: true}},
 		{}, // no address
 	} {
-		if b, err := New(&bad); err == nil {
+		b, err := New(&bad)
+		if err == nil {
 			b.Close()
-			t.Errorf("New(%+v) succeeded, want an error", bad)
+		}
+		if !adaptertest.IsArgumentError(err, "opts.") {
+			t.Errorf("New(%+v) = %v; want an *ArgumentError naming the field", bad, err)
 		}
 	}
-	if _, err := NewWithClient(nil, nil); err == nil {
-		t.Error("NewWithClient(nil) succeeded")
+	if _, err := New(nil); !adaptertest.IsArgumentError(err, "opts") {
+		t.Errorf("New(nil) = %v; want an *ArgumentError naming opts", err)
 	}
-	if _, err := NewWithClient(e.raw, &Options{ClientOption: e.clientOption()}); err == nil {
-		t.Error("NewWithClient with a ClientOption succeeded")
+	if _, err := NewWithClient(nil, nil); !adaptertest.IsArgumentError(err, "client") {
+		t.Errorf("NewWithClient(nil) = %v; want an *ArgumentError naming the client", err)
+	}
+	if _, err := NewWithClient(e.raw, &Options{ClientOption: e.clientOption()}); !adaptertest.IsArgumentError(err, "opts.") {
+		t.Errorf("NewWithClient with a ClientOption = %v; want an *ArgumentError naming the field", err)
 	}
 	nb, err := concrete(NewWithClient(e.raw, nil))
 	if err != nil || nb.mode != PubSub {

@@ -1,8 +1,10 @@
 package adaptertest
 
 import (
+	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/redislocker/lock/backend"
@@ -30,4 +32,11 @@ func Kinds(t *testing.T, classify func(error) (backend.Kind, redisstep.Refusal),
 			t.Errorf("Classify(%v) = %v, %d; want %v, not refused", err, got, r, want)
 		}
 	}
+}
+
+// IsArgumentError reports whether err is a *backend.ArgumentError (matching
+// backend.ErrInvalidArgument) whose Arg starts with arg.
+func IsArgumentError(err error, arg string) bool {
+	var ae *backend.ArgumentError
+	return errors.As(err, &ae) && errors.Is(err, backend.ErrInvalidArgument) && strings.HasPrefix(ae.Arg, arg)
 }
