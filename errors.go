@@ -238,7 +238,7 @@ func (e *joinError) Unwrap() []error { return e.errs }
 
 // wraps reports whether outer is inner, or wraps it: inner itself is
 // found along outer's Unwrap methods. Unlike errors.Is it ignores Is
-// methods, which match errors whose text is not printed (a *BackendError
+// methods, which match errors whose text is not printed (a *backendError
 // matches ErrBackend, a net timeout context.DeadlineExceeded): an error
 // that wraps another prints its text, one that only matches it need not.
 func wraps(outer, inner error) bool {

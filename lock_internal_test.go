@@ -85,7 +85,7 @@ func TestBackendErrorWrappedOnceAndCleanedUp(t *testing.T) {
 	}
 	var be *backendError
 	if !errors.As(err, &be) || be.op != "acquire" || be.id != "x" {
-		t.Fatalf("err = %#v; want a *BackendError for acquire of x", err)
+		t.Fatalf("err = %#v; want a *backendError for acquire of x", err)
 	}
 	if got := f.callsCopy(); len(got) != 2 || got[0] != "acquire" || got[1] != "leave" {
 		t.Fatalf("calls = %v; want [acquire leave] (S6: an unknown outcome is cleaned up by token)", got)

@@ -351,7 +351,7 @@ func TestObserverBatchesAndInspect(t *testing.T) {
 	}
 }
 
-func TestObserverFuncAndNames(t *testing.T) {
+func TestObserverAndNames(t *testing.T) {
 	var got []string
 	var f lock.Observer = observerFunc(func(e lock.Event) { got = append(got, fmt.Sprint(e.Kind, "/", e.Outcome)) })
 	f.Observe(lock.Event{Kind: lock.EventAcquire, Outcome: lock.OutcomeGrantedAfterWait})

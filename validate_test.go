@@ -54,7 +54,7 @@ func TestNewValidatesOptions(t *testing.T) {
 	}
 }
 
-// AcquireWith and Do refuse a negative QueueTimeout and an ExtendEvery
+// Acquire and Do refuse a negative QueueTimeout and an ExtendEvery
 // outside [0, ttl) before any I/O.
 func TestAcquireOptionsValidated(t *testing.T) {
 	b, _ := memorybackend.New(nil)
@@ -72,7 +72,7 @@ func TestAcquireOptionsValidated(t *testing.T) {
 		_, err := l.Acquire(ctx, "x", time.Second, &c.o)
 		var ae *backend.ArgumentError
 		if !errors.As(err, &ae) || ae.Arg != c.field {
-			t.Errorf("AcquireWith(%+v) = %v; want an *ArgumentError naming %s", c.o, err, c.field)
+			t.Errorf("Acquire(%+v) = %v; want an *ArgumentError naming %s", c.o, err, c.field)
 		}
 		_, err = lock.Do(ctx, l, "x", time.Second, func(context.Context, *lock.Lease) (int, error) { return 0, nil }, &c.o)
 		if !errors.As(err, &ae) || ae.Arg != c.field {

@@ -18,7 +18,7 @@ import (
 // marker (keys.SuffixWire) holds another wire protocol version than
 // keys.WireVersion: processes of different versions must not share a
 // prefix. The step was not sent (backend.KindUnsent); the core wraps the
-// error in a *backend.BackendError, so it matches lock.ErrBackend.
+// error as a backend error, so it matches lock.ErrBackend.
 type WireError struct {
 	Adapter string // the adapter, e.g. "redisbackend"
 	Prefix  string // the key prefix
