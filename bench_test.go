@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock"
-	"github.com/redislocker/lock/internal/testkit"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/fallback"
-	"github.com/redislocker/lock/internal/memstore"
+	"github.com/redislocker/lock/internal/backendkit/fallback"
+	"github.com/redislocker/lock/internal/backendkit/memstore"
 )
 
 // stalling is a backend whose client ignores deadlines, over a store that

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/fallback"
+	"github.com/redislocker/lock/internal/backendkit/fallback"
 )
 
 // inspectWaiters is how many of the first waiters Locker.Inspect lists.

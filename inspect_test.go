@@ -9,7 +9,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/testkit"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 

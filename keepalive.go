@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/fallback"
+	"github.com/redislocker/lock/internal/backendkit/fallback"
 )
 
 // keepAlive adds le to the leases the Locker extends by le's ttl every

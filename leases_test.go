@@ -11,9 +11,9 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/locktest"
-	"github.com/redislocker/lock/internal/memstore"
-	"github.com/redislocker/lock/internal/testkit"
+	"github.com/redislocker/lock/internal/backendkit/memstore"
+	"github.com/redislocker/lock/internal/testenv/locktest"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 // These tests run inside a testing/synctest bubble: time.Sleep moves every

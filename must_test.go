@@ -6,7 +6,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/testkit"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 // mustLocker is lock.New for set-up with valid options.

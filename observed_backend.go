@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/fallback"
+	"github.com/redislocker/lock/internal/backendkit/fallback"
 )
 
 // observedBackend wraps a Locker's backend when it has an Observer: every

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/redislocker/lock/internal/testkit"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 

@@ -12,9 +12,9 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/fallback"
-	"github.com/redislocker/lock/internal/memstore"
-	"github.com/redislocker/lock/internal/testkit"
+	"github.com/redislocker/lock/internal/backendkit/fallback"
+	"github.com/redislocker/lock/internal/backendkit/memstore"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 // recorder is an Observer that keeps every event.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/memstore"
+	"github.com/redislocker/lock/internal/backendkit/memstore"
 )
 
 // ledgerKinds are the kinds that ledgerBreakage implements, each with the

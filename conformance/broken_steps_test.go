@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/memstore"
+	"github.com/redislocker/lock/internal/backendkit/memstore"
 )
 
 // stepKinds are the kinds that stepBreakage implements; what each breaks:

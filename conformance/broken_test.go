@@ -17,9 +17,9 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/conformance"
-	"github.com/redislocker/lock/internal/fallback"
-	"github.com/redislocker/lock/internal/memharness"
-	"github.com/redislocker/lock/internal/memstore"
+	"github.com/redislocker/lock/internal/backendkit/fallback"
+	"github.com/redislocker/lock/internal/backendkit/memstore"
+	"github.com/redislocker/lock/internal/testenv/memharness"
 )
 
 // brokenEnv names the broken backend that TestBrokenBackend runs the suite

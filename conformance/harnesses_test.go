@@ -2,8 +2,8 @@ package conformance_test
 
 import (
 	"github.com/redislocker/lock/conformance"
-	"github.com/redislocker/lock/internal/memharness"
-	"github.com/redislocker/lock/internal/redisharness"
+	"github.com/redislocker/lock/internal/testenv/memharness"
+	"github.com/redislocker/lock/internal/testenv/redisharness"
 )
 
 // full is a harness with every optional capability but ClockAdvancer

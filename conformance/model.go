@@ -11,7 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/fallback"
+	"github.com/redislocker/lock/internal/backendkit/fallback"
 )
 
 // lockModel is the plain model of one id: who holds it, the last fence,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/fallback"
+	"github.com/redislocker/lock/internal/backendkit/fallback"
 )
 
 // badCall is one call that must fail before any I/O.

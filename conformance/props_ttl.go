@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/fallback"
+	"github.com/redislocker/lock/internal/backendkit/fallback"
 )
 
 // ttl-precision (S2, checklist item 13): with leases of 1.7 s and 1.3 s,

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/redislocker/lock/internal/testkit"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 // TestSpyForwardsEveryCapability checks that the spy the suite wraps

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/redislocker/lock/conformance"
-	"github.com/redislocker/lock/internal/memharness"
+	"github.com/redislocker/lock/internal/testenv/memharness"
 )
 
 // TestConformance runs the shared suite against the in-memory backend: one

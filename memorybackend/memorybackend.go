@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/memstore"
+	"github.com/redislocker/lock/internal/backendkit/memstore"
 )
 
 // Options configures a Store. A nil *Options, and every zero field, means

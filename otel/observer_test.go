@@ -16,7 +16,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/memstore"
+	"github.com/redislocker/lock/internal/backendkit/memstore"
 	lockotel "github.com/redislocker/lock/otel"
 )
 

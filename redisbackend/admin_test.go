@@ -3,7 +3,7 @@ package redisbackend
 import (
 	"testing"
 
-	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
 )
 
 // An operator's forced release works through the adapter (see

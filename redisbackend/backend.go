@@ -8,9 +8,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redisstep"
-	"github.com/redislocker/lock/internal/wakefns"
+	"github.com/redislocker/lock/internal/redis/engine"
+	"github.com/redislocker/lock/internal/redis/keys"
+	"github.com/redislocker/lock/internal/redis/wakeup"
 )
 
 // Client is the part of a go-redis client that the backend uses. Every
@@ -73,7 +73,7 @@ type Options struct {
 // steps names the shared step layer's type for embedding: Backend's steps
 // (Acquire, Release, Extend, Leave, Heartbeat, AcquireBatch, LeaveBatch,
 // Prefix, Resolution) are its methods.
-type steps = redisstep.Steps
+type steps = engine.Steps
 
 // adapter is the backend.Backend that New returns: Redis through go-redis.
 // It also implements backend.Batcher, backend.Resolver, backend.HandOffer
@@ -82,7 +82,7 @@ type steps = redisstep.Steps
 type adapter struct {
 	*steps
 	subs  wakeSource
-	inbox *wakefns.Inbox // routes the inbox channel's wake-ups to each id's subscribers
+	inbox *wakeup.Inbox // routes the inbox channel's wake-ups to each id's subscribers
 }
 
 // wakeSource is where a Backend's wake-ups come from: one pub/sub
@@ -119,7 +119,7 @@ func New(client Client, opts *Options) (backend.Backend, error) {
 	if opts != nil {
 		o = *opts
 	}
-	cfg, err := redisstep.Validate("redisbackend", redisstep.Options(o))
+	cfg, err := engine.Validate("redisbackend", engine.Options(o))
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func New(client Client, opts *Options) (backend.Backend, error) {
 			return nil, err
 		}
 	}
-	b := &adapter{inbox: wakefns.NewInbox()}
+	b := &adapter{inbox: wakeup.NewInbox()}
 	switch cc, isCluster := client.(*redis.ClusterClient); {
 	case !o.ShardedPubSub:
 		b.subs = newSubscriber(client, false)
@@ -142,11 +142,11 @@ func New(client Client, opts *Options) (backend.Backend, error) {
 		}
 		b.subs = newSubscriber(client, true)
 	}
-	var r redisstep.Replicas
+	var r engine.Replicas
 	if repl != nil {
 		r = repl
 	}
-	b.steps = redisstep.New(cfg, cmds, r, redisstep.Hooks{})
+	b.steps = engine.New(cfg, cmds, r, engine.Hooks{})
 	return b, nil
 }
 
@@ -156,7 +156,7 @@ func New(client Client, opts *Options) (backend.Backend, error) {
 // returns once the server has confirmed that. Every other Subscribe is a
 // local registration: no command.
 func (b *adapter) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
-	if err := redisstep.Check(b.steps, ctx); err != nil {
+	if err := engine.Check(b.steps, ctx); err != nil {
 		return nil, err
 	}
 	channel := b.steps.Inbox(id)
@@ -168,7 +168,7 @@ func (b *adapter) Subscribe(ctx context.Context, id string, fn func(backend.Wake
 // Close closes the pub/sub connection and waits for its goroutines. It
 // does not close the client. Later calls return backend.ErrClosed.
 func (b *adapter) Close() error {
-	if !redisstep.Close(b.steps) {
+	if !engine.Close(b.steps) {
 		return backend.ErrClosed
 	}
 	b.inbox.Close()
@@ -176,4 +176,4 @@ func (b *adapter) Close() error {
 }
 
 // keyNames returns the names of id's keys and channel.
-func (b *adapter) keyNames(id string) keys.ID { return redisstep.ConfigOf(b.steps).Keyspace().For(id) }
+func (b *adapter) keyNames(id string) keys.ID { return engine.ConfigOf(b.steps).Keyspace().For(id) }

@@ -13,10 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/adaptertest"
-	"github.com/redislocker/lock/internal/fallback"
-	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redisstep"
+	"github.com/redislocker/lock/internal/backendkit/fallback"
+	"github.com/redislocker/lock/internal/redis/engine"
+	"github.com/redislocker/lock/internal/redis/keys"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
 )
 
 var ctx = context.Background()
@@ -37,7 +37,7 @@ func TestNewOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	cfg := redisstep.ConfigOf(b.steps)
+	cfg := engine.ConfigOf(b.steps)
 	if b.Prefix() != "lock:" || cfg.MaxWaiters() != 10000 || cfg.PurgeLimit() != 100 {
 		t.Errorf("defaults: prefix %q, max waiters %d, purge limit %d; want lock:, 10000, 100", b.Prefix(), cfg.MaxWaiters(), cfg.PurgeLimit())
 	}

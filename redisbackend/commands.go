@@ -10,14 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/redisstep"
-	"github.com/redislocker/lock/internal/scripts"
+	"github.com/redislocker/lock/internal/redis/engine"
+	"github.com/redislocker/lock/internal/redis/scripts"
 )
 
 // commands is the go-redis plumbing of the shared step layer.
 type commands struct {
 	c Client
-	// consts are the scripts' constant arguments (redisstep.ConstArgs),
+	// consts are the scripts' constant arguments (engine.ConstArgs),
 	// boxed once: go-redis takes arguments as []any, and boxing a string
 	// allocates.
 	consts []boxed
@@ -58,7 +58,7 @@ type processor interface {
 }
 
 // Eval sends one call.
-func (g commands) Eval(ctx context.Context, c redisstep.Call, eval bool) redisstep.Reply {
+func (g commands) Eval(ctx context.Context, c engine.Call, eval bool) engine.Reply {
 	if p, ok := g.c.(processor); ok {
 		cmd := g.cmd(ctx, c, eval)
 		_ = p.Process(ctx, cmd)
@@ -72,7 +72,7 @@ func (g commands) Eval(ctx context.Context, c redisstep.Call, eval bool) redisst
 
 // cmd builds c's EVALSHA, or EVAL with eval, as go-redis's EvalSha and
 // Eval do, with one slice and the constant arguments boxed once.
-func (g commands) cmd(ctx context.Context, c redisstep.Call, eval bool) *redis.Cmd {
+func (g commands) cmd(ctx context.Context, c engine.Call, eval bool) *redis.Cmd {
 	args := make([]any, 0, 3+len(c.Keys)+len(c.Args))
 	if eval {
 		args = append(args, "eval", c.Script.Source)
@@ -130,13 +130,13 @@ func (g commands) box(s string) any {
 }
 
 // EvalAll sends calls in one pipeline; a ClusterClient splits it per master.
-func (g commands) EvalAll(ctx context.Context, calls []redisstep.Call, eval bool) []redisstep.Reply {
+func (g commands) EvalAll(ctx context.Context, calls []engine.Call, eval bool) []engine.Reply {
 	return g.evalPipe(ctx, g.c.Pipeline(), calls, eval, false, nil)
 }
 
 // evalPipe queues calls on pipe (each after ASKING with asking), and then
 // more, runs it, and returns the calls' replies.
-func (g commands) evalPipe(ctx context.Context, pipe redis.Pipeliner, calls []redisstep.Call, eval, asking bool, more func(redis.Pipeliner)) []redisstep.Reply {
+func (g commands) evalPipe(ctx context.Context, pipe redis.Pipeliner, calls []engine.Call, eval, asking bool, more func(redis.Pipeliner)) []engine.Reply {
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
 		if asking {
@@ -149,23 +149,23 @@ func (g commands) evalPipe(ctx context.Context, pipe redis.Pipeliner, calls []re
 		more(pipe)
 	}
 	_, _ = pipe.Exec(ctx)
-	out := make([]redisstep.Reply, len(cmds))
+	out := make([]engine.Reply, len(cmds))
 	for i, cmd := range cmds {
 		out[i] = reply(cmd, calls[i].Strings)
 	}
 	return out
 }
 
-func reply(cmd *redis.Cmd, strs bool) redisstep.Reply {
+func reply(cmd *redis.Cmd, strs bool) engine.Reply {
 	if _, ok := cmd.Val().([]any); ok {
 		if strs {
 			vals, err := cmd.StringSlice()
-			return redisstep.Reply{Strs: vals, Err: err}
+			return engine.Reply{Strs: vals, Err: err}
 		}
 		vals, err := cmd.Int64Slice()
-		return redisstep.Reply{Ints: vals, Err: err}
+		return engine.Reply{Ints: vals, Err: err}
 	}
-	return redisstep.Reply{Err: cmd.Err()}
+	return engine.Reply{Err: cmd.Err()}
 }
 
 func anys(ss []string) []any {
@@ -191,26 +191,26 @@ func (g commands) Cluster() bool {
 // server that then died. The core then skips a cleanup that could not
 // reach the dead server either; what the first attempt did expires with
 // its TTLs.
-func (commands) Classify(err error) (backend.Kind, redisstep.Refusal) {
+func (commands) Classify(err error) (backend.Kind, engine.Refusal) {
 	if err == nil {
-		return backend.KindAnswer, redisstep.NotRefused
+		return backend.KindAnswer, engine.NotRefused
 	}
 	var re redis.Error
 	if errors.As(err, &re) && !errors.Is(err, redis.Nil) {
 		switch {
 		case redis.HasErrorPrefix(err, "NOSCRIPT"):
-			return backend.KindAnswer, redisstep.NoScript
+			return backend.KindAnswer, engine.NoScript
 		case redis.HasErrorPrefix(err, "ASK"):
-			return backend.KindAnswer, redisstep.Ask
+			return backend.KindAnswer, engine.Ask
 		case redis.HasErrorPrefix(err, "TRYAGAIN"), redis.HasErrorPrefix(err, "CLUSTERDOWN"), redis.HasErrorPrefix(err, "MOVED"):
-			return backend.KindAnswer, redisstep.TryAgain
+			return backend.KindAnswer, engine.TryAgain
 		}
-		return backend.KindAnswer, redisstep.NotRefused
+		return backend.KindAnswer, engine.NotRefused
 	}
 	var op *net.OpError
 	if errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) ||
 		(errors.As(err, &op) && op.Op == "dial") {
-		return backend.KindUnsent, redisstep.NotRefused
+		return backend.KindUnsent, engine.NotRefused
 	}
-	return backend.KindUnknown, redisstep.NotRefused
+	return backend.KindUnknown, engine.NotRefused
 }

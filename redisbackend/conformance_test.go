@@ -3,8 +3,8 @@ package redisbackend_test
 import (
 	"testing"
 
-	"github.com/redislocker/lock/internal/embedredis"
-	"github.com/redislocker/lock/internal/redisharness"
+	"github.com/redislocker/lock/internal/testenv/embedredis"
+	"github.com/redislocker/lock/internal/testenv/redisharness"
 )
 
 // TestConformance runs the shared suite against a real redis-server: the
@@ -24,7 +24,7 @@ func TestConformance(t *testing.T) {
 //     ever granted the id), no-lost-wakeup case (b) (a lease that expires
 //     without a release never frees the lock) and no-state-left (the lock
 //     key of an expired lease stays). The harness therefore moves miniredis's
-//     clock with the wall clock (internal/embedredis: FastForward when a
+//     clock with the wall clock (internal/testenv/embedredis: FastForward when a
 //     command's bytes arrive, and every 2 ms). A TTL then ends no earlier
 //     than its length after the command that set it arrived, and at most
 //     one tick late when nobody asks: on the safe side of every property,
@@ -34,7 +34,7 @@ func TestConformance(t *testing.T) {
 //   - Its Lua is gopher-lua, not Redis's Lua 5.1; the scripts run on both.
 //   - It cannot kill connections (CLIENT KILL): the harness closes the
 //     backend's pub/sub connection on the client's side instead
-//     (internal/notifyconn), as for a real server.
+//     (internal/testenv/notifyconn), as for a real server.
 func TestConformanceMiniredis(t *testing.T) {
 	redisharness.RunGoRedis(t, func(t *testing.T) redisharness.Target {
 		srv, err := embedredis.Start()

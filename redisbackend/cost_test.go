@@ -5,11 +5,11 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/adaptertest"
-	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/redistest"
 )
 
-// The command-cost tests both adapters run (see internal/adaptertest).
+// The command-cost tests both adapters run (see internal/testenv/adaptertest).
 
 func TestCommandCounts(t *testing.T) { adaptertest.CommandCounts(t, newEnv(t).adapter()) }
 

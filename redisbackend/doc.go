@@ -1,7 +1,7 @@
 // Package redisbackend is the go-redis v9 adapter of the lock package: a
 // [backend.Backend] on one Redis deployment (a single server, Sentinel
 // through a failover client, or Cluster), built from the Lua scripts of
-// internal/scripts, which the rueidis adapter shares. It needs Redis 5 or
+// internal/redis/scripts, which the rueidis adapter shares. It needs Redis 5 or
 // newer.
 //
 //	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
@@ -20,7 +20,7 @@
 //
 // Every key of an id shares one hash tag, so each step is one script on one
 // slot (Redis Cluster works): "<prefix>{<enc(id)>}:<suffix>". enc escapes
-// '%', '{' and '}' as %25, %7B, %7D (see internal/keys). The prefix, by
+// '%', '{' and '}' as %25, %7B, %7D (see internal/redis/keys). The prefix, by
 // default "lock:", may contain neither brace.
 //
 //	suffix  type    holds                                       TTL
@@ -138,7 +138,7 @@
 // # Wire protocol
 //
 // The keys, the inbox messages and the scripts' arguments are wire
-// protocol version 1 (keys.WireVersion, in internal/keys).
+// protocol version 1 (keys.WireVersion, in internal/redis/keys).
 // Until the module's v1.0.0 it may change between minor versions, with no
 // compatibility for an older version's keys or processes: processes of
 // different wire versions must not share a prefix. Before its first step
@@ -178,7 +178,7 @@
 // cluster refuses across slots. A channel whose slot moves (the node sends
 // "sunsubscribe", or answers MOVED) is subscribed again on its new master
 // once the client's slot map has caught up. Every re-confirmation is a
-// Wake{ID, All: true} for each subscribed id of the slot. Package clustertest tests all of it on a local
+// Wake{ID, All: true} for each subscribed id of the slot. package tests/cluster tests all of it on a local
 // cluster of three masters, with slot migrations.
 //
 // # What Redis can and cannot promise
@@ -196,7 +196,7 @@
 // has it. The master may die, and Sentinel or Redis Cluster promote a
 // replica that never received the grant. The new master then hands the
 // lock to someone else while the first holder still holds it (package
-// clustertest shows it, with a replication link cut on purpose). The id's
+// tests/cluster shows it, with a replication link cut on purpose). The id's
 // fence key may be lost with it; the new grant's fence is then the
 // promoted replica's clock, above the lost grant's fence under the clock
 // assumption (see Fences and the clock), so a resource that checks fences
@@ -218,5 +218,5 @@
 //
 // A failover client (redis.NewFailoverClient) is a *redis.Client: it
 // finds the master through Sentinel and follows a failover; package
-// clustertest runs a hand-off and a forced failover through it.
+// tests/cluster runs a hand-off and a forced failover through it.
 package redisbackend

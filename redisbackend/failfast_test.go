@@ -11,9 +11,9 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/adaptertest"
-	"github.com/redislocker/lock/internal/fallback"
-	"github.com/redislocker/lock/internal/testkit"
+	"github.com/redislocker/lock/internal/backendkit/fallback"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 // With nothing listening, an Acquire fails after its one step: a step that

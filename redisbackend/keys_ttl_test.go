@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/redis/keys"
 )
 
 // TestDistinctIDsLeaveOnlyExpiringKeys (H2): 2,000 distinct ids, each

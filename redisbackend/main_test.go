@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/adaptertest"
-	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/redis/keys"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/redistest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
@@ -165,7 +165,7 @@ func (e *env) keysOf(pattern string) map[string]time.Duration {
 // req is an AcquireRequest with TTLs of 10 s.
 var req = adaptertest.Req
 
-// adapter is the env as the shared tests of internal/adaptertest see it.
+// adapter is the env as the shared tests of internal/testenv/adaptertest see it.
 func (e *env) adapter() adaptertest.Adapter {
 	ks, err := keys.New(e.prefix)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/redisstep"
+	"github.com/redislocker/lock/internal/redis/engine"
 )
 
 // replicas is what the WAIT option needs of a go-redis client: one
@@ -67,10 +67,10 @@ func (r *replicas) Reload(ctx context.Context) {
 }
 
 // EvalWait sends calls and WAIT in one pipeline on the node at addr.
-func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls []redisstep.Call, eval bool, n int, timeout time.Duration) ([]redisstep.Reply, int64) {
+func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls []engine.Call, eval bool, n int, timeout time.Duration) ([]engine.Reply, int64) {
 	node, err := r.node(ctx, addr)
 	if err != nil {
-		out := make([]redisstep.Reply, len(calls))
+		out := make([]engine.Reply, len(calls))
 		for i := range out {
 			out[i].Err = err
 		}

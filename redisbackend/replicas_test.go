@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
 )
 
 // TestWaitReplicasOptions: WaitReplicas and WaitTimeout are validated;

@@ -6,8 +6,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/adaptertest"
-	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/redistest"
 )
 
 // TestShardedOnOneServer: with ShardedPubSub on a client of one server,
@@ -15,7 +15,7 @@ import (
 // Backend's SSUBSCRIBE hears (a SUBSCRIBE subscriber does not), and a
 // killed pub/sub connection is restored
 // with Wake{All}. The cluster case is tested in
-// package clustertest.
+// Package cluster.
 func TestShardedOnOneServer(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnvAt(t, srv.Addr)

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/wakefns"
+	"github.com/redislocker/lock/internal/redis/keys"
+	"github.com/redislocker/lock/internal/redis/wakeup"
 )
 
 // clusterSubscriber holds a Backend's sharded subscriptions on Redis
@@ -46,7 +46,7 @@ import (
 type clusterSubscriber struct {
 	cc *redis.ClusterClient
 
-	life wakefns.Life // ends at close
+	life wakeup.Life // ends at close
 
 	mu     sync.Mutex
 	chans  map[string]*shardEntry
@@ -56,7 +56,7 @@ type clusterSubscriber struct {
 }
 
 type shardEntry struct {
-	wakefns.Entry
+	wakeup.Entry
 	slot int
 	node *shardNode // where it is subscribed or pending; nil while routed
 	live bool       // confirmed on node's current connection
@@ -78,7 +78,7 @@ const (
 func newClusterSubscriber(cc *redis.ClusterClient) *clusterSubscriber {
 	return &clusterSubscriber{
 		cc:    cc,
-		life:  wakefns.NewLife(),
+		life:  wakeup.NewLife(),
 		chans: make(map[string]*shardEntry),
 		nodes: make(map[string]*shardNode),
 	}
@@ -92,7 +92,7 @@ func (s *clusterSubscriber) subscribe(ctx context.Context, id, channel string, f
 	}
 	e := s.chans[channel]
 	if e == nil {
-		e = &shardEntry{Entry: wakefns.NewEntry(id, channel), slot: keys.Slot(channel)}
+		e = &shardEntry{Entry: wakeup.NewEntry(id, channel), slot: keys.Slot(channel)}
 		s.chans[channel] = e
 		s.routeLocked(e, 0, false)
 	}
@@ -150,7 +150,7 @@ func (s *clusterSubscriber) route(e *shardEntry, delay time.Duration, reload boo
 	defer s.wg.Done()
 	for {
 		if delay > 0 {
-			if !wakefns.Sleep(s.life.Done(), delay) {
+			if !wakeup.Sleep(s.life.Done(), delay) {
 				return
 			}
 		}
@@ -193,7 +193,7 @@ func (s *clusterSubscriber) route(e *shardEntry, delay time.Duration, reload boo
 			return
 		}
 		s.mu.Unlock()
-		delay = wakefns.NextDelay(delay)
+		delay = wakeup.NextDelay(delay)
 		reload = true
 	}
 }
@@ -229,13 +229,13 @@ func (s *clusterSubscriber) serve(n *shardNode, client *redis.Client) {
 				e.live = false
 			}
 			s.mu.Unlock()
-			if time.Since(start) > wakefns.MaxDelay {
+			if time.Since(start) > wakeup.MaxDelay {
 				delay = 0 // it worked for a while: retry soon
 			}
 		}
 		for {
-			delay = wakefns.NextDelay(delay)
-			if !wakefns.Sleep(s.life.Done(), delay) {
+			delay = wakeup.NextDelay(delay)
+			if !wakeup.Sleep(s.life.Done(), delay) {
 				return
 			}
 			// Route away the channels whose slot n no longer serves, and
@@ -366,7 +366,7 @@ func (s *clusterSubscriber) read(n *shardNode, ps *redis.PubSub) {
 		idle = 0
 		switch m := m.(type) {
 		case *redis.Message:
-			wakefns.Receive(&s.mu, func() *wakefns.Entry {
+			wakeup.Receive(&s.mu, func() *wakeup.Entry {
 				if e := n.chans[m.Channel]; e != nil && e.live {
 					return &e.Entry
 				}
@@ -433,7 +433,7 @@ func (s *clusterSubscriber) reply(n *shardNode, msg string) bool {
 		defer s.mu.Unlock()
 		for _, e := range n.chans {
 			if e.slot == slot && !e.live {
-				s.routeLocked(e, wakefns.MinDelay, true)
+				s.routeLocked(e, wakeup.MinDelay, true)
 			}
 		}
 		return true

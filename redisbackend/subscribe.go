@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/wakefns"
+	"github.com/redislocker/lock/internal/redis/wakeup"
 )
 
 // subscriber is a Backend's one pub/sub connection, shared by every id and
@@ -40,7 +40,7 @@ type subscriber struct {
 }
 
 type entry struct {
-	wakefns.Entry
+	wakeup.Entry
 }
 
 // shardSubscriber is a client that can open a sharded pub/sub connection.
@@ -80,7 +80,7 @@ func (s *subscriber) subscribe(ctx context.Context, id, channel string, fn func(
 	}
 	e := s.chans[channel]
 	if e == nil {
-		e = &entry{Entry: wakefns.NewEntry(id, channel)}
+		e = &entry{Entry: wakeup.NewEntry(id, channel)}
 		if err := s.sub(ctx, channel); err != nil {
 			// go-redis keeps the channel in its re-subscribe set even when
 			// the write failed; take it out again.
@@ -125,7 +125,7 @@ func (s *subscriber) receive(ch <-chan any) {
 	for m := range ch {
 		switch m := m.(type) {
 		case *redis.Message:
-			wakefns.Receive(&s.mu, func() *wakefns.Entry {
+			wakeup.Receive(&s.mu, func() *wakeup.Entry {
 				if e := s.chans[m.Channel]; e != nil && e.Settled() {
 					return &e.Entry
 				}

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/adaptertest"
-	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/redistest"
 )
 
 func (e *env) numSub(channel string) int64 {

@@ -3,7 +3,7 @@ package redisbackend
 import (
 	"testing"
 
-	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
 )
 
 // TestWire: the wire protocol check (see adaptertest.Wire).

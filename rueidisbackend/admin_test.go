@@ -3,7 +3,7 @@ package rueidisbackend
 import (
 	"testing"
 
-	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
 )
 
 // An operator's forced release works through the adapter, in each mode

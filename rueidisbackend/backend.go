@@ -13,9 +13,9 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redisstep"
-	"github.com/redislocker/lock/internal/wakefns"
+	"github.com/redislocker/lock/internal/redis/engine"
+	"github.com/redislocker/lock/internal/redis/keys"
+	"github.com/redislocker/lock/internal/redis/wakeup"
 )
 
 // Options configures a Backend. Every zero field means the default, except
@@ -103,7 +103,7 @@ func (m Mode) String() string {
 // steps names the shared step layer's type for embedding: Backend's steps
 // (Acquire, Release, Extend, Leave, Heartbeat, AcquireBatch, LeaveBatch,
 // Prefix, Resolution) are its methods.
-type steps = redisstep.Steps
+type steps = engine.Steps
 
 // adapter is the backend.Backend that New and NewWithClient return: Redis
 // through rueidis. It also implements backend.Batcher, backend.Resolver,
@@ -112,14 +112,14 @@ type steps = redisstep.Steps
 // own that its waiters' wake-ups come to.
 type adapter struct {
 	*steps
-	cfg    redisstep.Config
+	cfg    engine.Config
 	client rueidis.Client
 	owned  bool // New built client; Close closes it
 	mode   Mode
 	track  *tracker // Tracking mode
 	ps     *pubsub  // PubSub mode, classic (SUBSCRIBE)
 	sps    *spubsub // PubSub mode, sharded (SSUBSCRIBE)
-	inbox  *wakefns.Inbox
+	inbox  *wakeup.Inbox
 }
 
 var (
@@ -343,14 +343,14 @@ func NewWithClient(client rueidis.Client, opts *Options) (backend.Backend, error
 }
 
 func newBackend(o *Options) (*adapter, error) {
-	cfg, err := redisstep.Validate("rueidisbackend", redisstep.Options{
+	cfg, err := engine.Validate("rueidisbackend", engine.Options{
 		Prefix: o.Prefix, MaxWaiters: o.MaxWaiters, PurgeLimit: o.PurgeLimit,
 		ShardedPubSub: o.ShardedPubSub, WaitReplicas: o.WaitReplicas, WaitTimeout: o.WaitTimeout,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &adapter{cfg: cfg, inbox: wakefns.NewInbox()}, nil
+	return &adapter{cfg: cfg, inbox: wakeup.NewInbox()}, nil
 }
 
 // bind sets up the steps once the client and the mode are there. rueidis
@@ -358,14 +358,14 @@ func newBackend(o *Options) (*adapter, error) {
 // connection. In Tracking mode the scripts push wake-ups to the inbox
 // keys.
 func (b *adapter) bind() {
-	var r redisstep.Replicas
+	var r engine.Replicas
 	if b.cfg.WaitReplicas() > 0 {
 		r = &replicas{client: b.client}
 	}
 	if b.mode == Tracking {
 		b.cfg = b.cfg.WithTracking()
 	}
-	b.steps = redisstep.New(b.cfg, commands{b.client}, r, redisstep.Hooks{ResendBroken: true})
+	b.steps = engine.New(b.cfg, commands{b.client}, r, engine.Hooks{ResendBroken: true})
 }
 
 // drainBatch is the most messages one LPOP of a drain takes from an inbox
@@ -430,7 +430,7 @@ func (b *adapter) keyNames(id string) keys.ID { return b.cfg.Keyspace().For(id) 
 // the server has confirmed the SUBSCRIBE of the inbox; later ones only
 // register fn.
 func (b *adapter) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
-	if err := redisstep.Check(b.steps, ctx); err != nil {
+	if err := engine.Check(b.steps, ctx); err != nil {
 		return nil, err
 	}
 	channel := b.steps.Inbox(id)
@@ -450,7 +450,7 @@ func (b *adapter) Subscribe(ctx context.Context, id string, fn func(backend.Wake
 // NewWithClient is left open: its builder closes it). Later calls return
 // backend.ErrClosed.
 func (b *adapter) Close() error {
-	if !redisstep.Close(b.steps) {
+	if !engine.Close(b.steps) {
 		return backend.ErrClosed
 	}
 	b.inbox.Close()

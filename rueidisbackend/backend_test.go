@@ -14,10 +14,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/adaptertest"
-	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redisstep"
-	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/redis/engine"
+	"github.com/redislocker/lock/internal/redis/keys"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/redistest"
 )
 
 // TestNewOptions: defaults, validation, and the ClientOption that New
@@ -43,7 +43,7 @@ func TestNewOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.mode != Tracking || d.Prefix() != keys.DefaultPrefix || d.cfg.MaxWaiters() != redisstep.DefaultMaxWaiters || d.cfg.PurgeLimit() != redisstep.DefaultPurgeLimit {
+	if d.mode != Tracking || d.Prefix() != keys.DefaultPrefix || d.cfg.MaxWaiters() != engine.DefaultMaxWaiters || d.cfg.PurgeLimit() != engine.DefaultPurgeLimit {
 		t.Fatalf("defaults: mode %v prefix %q maxWaiters %d purgeLimit %d", d.mode, d.Prefix(), d.cfg.MaxWaiters(), d.cfg.PurgeLimit())
 	}
 	d.Close()

@@ -8,20 +8,20 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/redisstep"
+	"github.com/redislocker/lock/internal/redis/engine"
 )
 
 // commands is the rueidis plumbing of the shared step layer.
 type commands struct{ c rueidis.Client }
 
 // Eval sends one call.
-func (r commands) Eval(ctx context.Context, c redisstep.Call, eval bool) redisstep.Reply {
+func (r commands) Eval(ctx context.Context, c engine.Call, eval bool) engine.Reply {
 	return reply(r.c.Do(ctx, script(r.c, c, eval)), c.Strings)
 }
 
 // EvalAll sends calls in one DoMulti; a cluster client splits it per
 // master.
-func (r commands) EvalAll(ctx context.Context, calls []redisstep.Call, eval bool) []redisstep.Reply {
+func (r commands) EvalAll(ctx context.Context, calls []engine.Call, eval bool) []engine.Reply {
 	cmds := make(rueidis.Commands, len(calls))
 	for i, c := range calls {
 		cmds[i] = script(r.c, c, eval)
@@ -30,30 +30,30 @@ func (r commands) EvalAll(ctx context.Context, calls []redisstep.Call, eval bool
 }
 
 // script builds c's EVALSHA, or EVAL with eval.
-func script(client rueidis.Client, c redisstep.Call, eval bool) rueidis.Completed {
+func script(client rueidis.Client, c engine.Call, eval bool) rueidis.Completed {
 	if eval {
 		return client.B().Eval().Script(c.Script.Source).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 	}
 	return client.B().Evalsha().Sha1(c.Script.SHA1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 }
 
-func reply(r rueidis.RedisResult, strs bool) redisstep.Reply {
+func reply(r rueidis.RedisResult, strs bool) engine.Reply {
 	if err := r.Error(); err != nil {
-		return redisstep.Reply{Err: err}
+		return engine.Reply{Err: err}
 	}
 	if m, err := r.ToMessage(); err == nil && m.IsArray() {
 		if strs {
 			vals, err := m.AsStrSlice()
-			return redisstep.Reply{Strs: vals, Err: err}
+			return engine.Reply{Strs: vals, Err: err}
 		}
 		vals, err := m.AsIntSlice()
-		return redisstep.Reply{Ints: vals, Err: err}
+		return engine.Reply{Ints: vals, Err: err}
 	}
-	return redisstep.Reply{}
+	return engine.Reply{}
 }
 
-func replies(rs []rueidis.RedisResult, calls []redisstep.Call) []redisstep.Reply {
-	out := make([]redisstep.Reply, len(rs))
+func replies(rs []rueidis.RedisResult, calls []engine.Call) []engine.Reply {
+	out := make([]engine.Reply, len(rs))
 	for i, r := range rs {
 		out[i] = reply(r, calls[i].Strings)
 	}
@@ -65,25 +65,25 @@ func (r commands) Cluster() bool { return r.c.Mode() == rueidis.ClientModeCluste
 
 // Classify classifies a rueidis error. A failed dial is unsent: rueidis writes
 // a command only on a connection it has, and never resends a write.
-func (commands) Classify(err error) (backend.Kind, redisstep.Refusal) {
+func (commands) Classify(err error) (backend.Kind, engine.Refusal) {
 	if err == nil {
-		return backend.KindAnswer, redisstep.NotRefused
+		return backend.KindAnswer, engine.NotRefused
 	}
 	if re, ok := rueidis.IsRedisErr(err); ok && !re.IsNil() {
 		if re.IsNoScript() {
-			return backend.KindAnswer, redisstep.NoScript
+			return backend.KindAnswer, engine.NoScript
 		}
 		if _, ask := re.IsAsk(); ask {
-			return backend.KindAnswer, redisstep.Ask
+			return backend.KindAnswer, engine.Ask
 		}
 		if _, moved := re.IsMoved(); moved || re.IsTryAgain() || re.IsClusterDown() {
-			return backend.KindAnswer, redisstep.TryAgain
+			return backend.KindAnswer, engine.TryAgain
 		}
-		return backend.KindAnswer, redisstep.NotRefused
+		return backend.KindAnswer, engine.NotRefused
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
-		return backend.KindUnsent, redisstep.NotRefused
+		return backend.KindUnsent, engine.NotRefused
 	}
-	return backend.KindUnknown, redisstep.NotRefused
+	return backend.KindUnknown, engine.NotRefused
 }

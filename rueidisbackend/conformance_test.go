@@ -3,7 +3,7 @@ package rueidisbackend_test
 import (
 	"testing"
 
-	"github.com/redislocker/lock/internal/redisharness"
+	"github.com/redislocker/lock/internal/testenv/redisharness"
 	"github.com/redislocker/lock/rueidisbackend"
 )
 

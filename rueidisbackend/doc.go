@@ -1,6 +1,6 @@
 // Package rueidisbackend is the rueidis adapter of the lock package: a
 // [backend.Backend] on one Redis deployment, built from the same Lua
-// scripts as redisbackend (internal/scripts), whose waiters are woken by
+// scripts as redisbackend (internal/redis/scripts), whose waiters are woken by
 // client-side-caching invalidations of a per-process inbox key (CLIENT
 // TRACKING in broadcasting mode) or, with caching off, by pub/sub on a
 // per-process inbox channel. It needs Redis 5 or newer; tracking needs
@@ -180,7 +180,7 @@
 // and Extend), without making Redis strongly consistent.
 //
 // With Sentinel, give New the Sentinels' addresses and
-// ClientOption.Sentinel.MasterSet; package clustertest runs a hand-off and
+// ClientOption.Sentinel.MasterSet; package tests/cluster runs a hand-off and
 // a forced failover through it in Tracking mode. With WaitReplicas, the
 // WAIT rides in the step's DoMulti, on rueidis's one connection to the
 // master, which it holds while it waits.
@@ -204,5 +204,5 @@
 // one goroutine per inbox), and again where its slot moves, with Wake{ID,
 // All: true} for the slot's subscribed ids. Both modes, with and without ShardedPubSub,
 // pass the conformance suite on a local cluster of three masters, and a
-// slot migration under load (package clustertest).
+// slot migration under load (package tests/cluster).
 package rueidisbackend

@@ -3,7 +3,7 @@ package rueidisbackend
 import (
 	"testing"
 
-	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
 )
 
 // The client's errors are classified: a dial failure is unsent (rueidis

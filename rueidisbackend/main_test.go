@@ -11,9 +11,9 @@ import (
 	"github.com/redis/rueidis/rueidishook"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/adaptertest"
-	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/redis/keys"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/redistest"
 )
 
 // TestMain runs the tests against the shared redis-server and then checks
@@ -191,7 +191,7 @@ var (
 )
 
 // adapter is the env, with backends of the given mode, as the shared tests
-// of internal/adaptertest see it.
+// of internal/testenv/adaptertest see it.
 func (e *env) adapter(mode Mode) adaptertest.Adapter {
 	ks, err := keys.New(e.prefix)
 	if err != nil {

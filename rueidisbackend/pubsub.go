@@ -9,7 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/wakefns"
+	"github.com/redislocker/lock/internal/redis/wakeup"
 )
 
 // pubsub is a Backend's one pub/sub connection (PubSub mode): a dedicated
@@ -30,7 +30,7 @@ import (
 // Wake{ID, All: true}, since messages may have been lost in between.
 type pubsub struct {
 	client rueidis.Client
-	life   wakefns.Life // ends at close; bounds the supervisor's commands
+	life   wakeup.Life // ends at close; bounds the supervisor's commands
 
 	mu      sync.Mutex
 	chans   map[string]*psEntry
@@ -41,14 +41,14 @@ type pubsub struct {
 }
 
 type psEntry struct {
-	wakefns.Entry      // no Fns = idle: the supervisor unsubscribes it
-	sent          bool // SUBSCRIBE sent on the current connection
+	wakeup.Entry      // no Fns = idle: the supervisor unsubscribes it
+	sent         bool // SUBSCRIBE sent on the current connection
 }
 
 func newPubsub(client rueidis.Client) *pubsub {
 	return &pubsub{
 		client: client,
-		life:   wakefns.NewLife(),
+		life:   wakeup.NewLife(),
 		chans:  make(map[string]*psEntry),
 		kick:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
@@ -74,7 +74,7 @@ func (s *pubsub) subscribe(ctx context.Context, id, channel string, fn func(back
 	}
 	e := s.chans[channel]
 	if e == nil {
-		e = &psEntry{Entry: wakefns.NewEntry(id, channel)}
+		e = &psEntry{Entry: wakeup.NewEntry(id, channel)}
 		s.chans[channel] = e
 		s.wake()
 	}
@@ -95,7 +95,7 @@ func (s *pubsub) supervise() {
 	delay := time.Duration(0)
 	for {
 		if delay > 0 {
-			if !wakefns.Sleep(s.life.Done(), delay) {
+			if !wakeup.Sleep(s.life.Done(), delay) {
 				return
 			}
 		}
@@ -119,10 +119,10 @@ func (s *pubsub) supervise() {
 		// Callers still waiting for a first confirmation get the error; the
 		// subscriptions already confirmed are restored on the next connection.
 		s.failUnconfirmed(err)
-		if time.Since(start) > wakefns.MaxDelay {
+		if time.Since(start) > wakeup.MaxDelay {
 			delay = 0 // it worked for a while: retry soon
 		}
-		delay = wakefns.NextDelay(delay)
+		delay = wakeup.NextDelay(delay)
 	}
 }
 
@@ -203,7 +203,7 @@ func (s *pubsub) failUnconfirmed(err error) {
 }
 
 func (s *pubsub) onMessage(m rueidis.PubSubMessage) {
-	wakefns.Receive(&s.mu, func() *wakefns.Entry {
+	wakeup.Receive(&s.mu, func() *wakeup.Entry {
 		if e := s.chans[m.Channel]; e != nil && e.Settled() && !s.closed {
 			return &e.Entry
 		}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redisstep"
+	"github.com/redislocker/lock/internal/redis/engine"
+	"github.com/redislocker/lock/internal/redis/keys"
 )
 
 // replicas is what the WAIT option needs of a rueidis client. A WAIT must
@@ -66,7 +66,7 @@ func (r *replicas) Reload(context.Context) {
 // connection to the node at addr. A node rueidis does not know yet gets
 // the calls through the cluster client, which follows the slot; with no
 // WAIT on that connection none counts as acknowledged.
-func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls []redisstep.Call, eval bool, n int, timeout time.Duration) ([]redisstep.Reply, int64) {
+func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls []engine.Call, eval bool, n int, timeout time.Duration) ([]engine.Reply, int64) {
 	node := r.client
 	if r.client.Mode() == rueidis.ClientModeCluster {
 		if node = r.client.Nodes()[addr]; node == nil {
@@ -88,7 +88,7 @@ func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls
 	cmds = append(cmds, node.B().Arbitrary("WAIT").Args(strconv.Itoa(n), strconv.FormatInt(timeout.Milliseconds(), 10)).Build())
 	got := node.DoMulti(ctx, cmds...)
 	acks, _ := got[len(got)-1].AsInt64() // an error counts as no replica
-	out := make([]redisstep.Reply, len(calls))
+	out := make([]engine.Reply, len(calls))
 	for i := range calls {
 		out[i] = reply(got[at[i]], calls[i].Strings)
 	}

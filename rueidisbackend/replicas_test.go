@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
 )
 
 // TestWaitReplicasOptions: WaitReplicas and WaitTimeout are validated.

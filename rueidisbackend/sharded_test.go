@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/adaptertest"
-	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/redistest"
 )
 
 // TestShardedOnOneServer: with ShardedPubSub in PubSub mode on one server,
@@ -14,7 +14,7 @@ import (
 // restored with Wake{All}; the inbox
 // stays subscribed after the last cancel and is left on Close. A Tracking
 // mode holder's release sends the SPUBLISH too: the waiter's record names
-// its inbox. The cluster case is tested in package clustertest.
+// its inbox. The cluster case is tested in package tests/cluster.
 func TestShardedOnOneServer(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnvAt(t, srv.Addr)

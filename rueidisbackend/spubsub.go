@@ -8,7 +8,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/wakefns"
+	"github.com/redislocker/lock/internal/redis/wakeup"
 )
 
 // spubsub holds a Backend's sharded subscriptions (PubSub mode with
@@ -32,7 +32,7 @@ import (
 // that, so that the old SUNSUBSCRIBE never undoes the new SSUBSCRIBE.
 type spubsub struct {
 	client rueidis.Client
-	life   wakefns.Life // ends at close
+	life   wakeup.Life // ends at close
 
 	mu       sync.Mutex
 	chans    map[string]*spEntry
@@ -42,7 +42,7 @@ type spubsub struct {
 }
 
 type spEntry struct {
-	wakefns.Entry
+	wakeup.Entry
 	cancel context.CancelFunc // ends the Receive once nobody waits
 	prev   <-chan struct{}    // done of the entry it replaced, or nil
 	done   chan struct{}      // closed when its goroutine has unsubscribed
@@ -52,7 +52,7 @@ type spEntry struct {
 const unsubscribeTimeout = 5 * time.Second
 
 func newSpubsub(client rueidis.Client) *spubsub {
-	return &spubsub{client: client, life: wakefns.NewLife(), chans: map[string]*spEntry{}, retiring: map[string]*spEntry{}}
+	return &spubsub{client: client, life: wakeup.NewLife(), chans: map[string]*spEntry{}, retiring: map[string]*spEntry{}}
 }
 
 func (s *spubsub) subscribe(ctx context.Context, id, channel string, fn func(backend.Wake)) (func(), error) {
@@ -66,7 +66,7 @@ func (s *spubsub) subscribe(ctx context.Context, id, channel string, fn func(bac
 		// A new entry with a goroutine of its own, which waits for the
 		// one it replaces (retiring) to have unsubscribed.
 		rctx, cancel := context.WithCancel(s.life.Ctx())
-		e = &spEntry{Entry: wakefns.NewEntry(id, channel), cancel: cancel, done: make(chan struct{})}
+		e = &spEntry{Entry: wakeup.NewEntry(id, channel), cancel: cancel, done: make(chan struct{})}
 		if old := s.retiring[channel]; old != nil {
 			e.prev = old.done
 		}
@@ -134,11 +134,11 @@ func (s *spubsub) run(e *spEntry, ctx context.Context) {
 				return
 			}
 		}
-		if time.Since(start) > wakefns.MaxDelay {
+		if time.Since(start) > wakeup.MaxDelay {
 			delay = 0
 		}
-		delay = wakefns.NextDelay(delay)
-		wakefns.Sleep(ctx.Done(), delay)
+		delay = wakeup.NextDelay(delay)
+		wakeup.Sleep(ctx.Done(), delay)
 	}
 	if !sent {
 		return
@@ -163,7 +163,7 @@ func (s *spubsub) confirm(e *spEntry) {
 }
 
 func (s *spubsub) message(e *spEntry, m rueidis.PubSubMessage) {
-	wakefns.Receive(&s.mu, func() *wakefns.Entry {
+	wakeup.Receive(&s.mu, func() *wakeup.Entry {
 		if s.closed {
 			return nil
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/redislocker/lock/internal/wakefns"
+	"github.com/redislocker/lock/internal/redis/wakeup"
 )
 
 // tracker hears the writes of other processes to the Backend's inbox keys
@@ -43,7 +43,7 @@ import (
 // all along (the spare connections a cluster client's start-up closes).
 type tracker struct {
 	base  string                       // every inbox key starts with it
-	inbox *wakefns.Inbox               // the Backend's: registrations, delivery
+	inbox *wakeup.Inbox                // the Backend's: registrations, delivery
 	watch *connWatch                   // the client's connections; nil: every nil invalidation is a loss
 	user  func([]rueidis.RedisMessage) // the caller's own OnInvalidations, if any
 	ping  func(context.Context) error
@@ -56,19 +56,19 @@ type tracker struct {
 	recovering bool // a recover goroutine runs
 	again      bool // another nil invalidation came while it ran
 	kick       chan struct{}
-	life       wakefns.Life   // ends at close; bounds the commands
+	life       wakeup.Life    // ends at close; bounds the commands
 	wg         sync.WaitGroup // the drain and recover goroutines
 }
 
 // pingTimeout bounds one PING of the recovery, and one drain.
 const pingTimeout = 5 * time.Second
 
-func newTracker(base string, inbox *wakefns.Inbox, watch *connWatch, user func([]rueidis.RedisMessage)) *tracker {
+func newTracker(base string, inbox *wakeup.Inbox, watch *connWatch, user func([]rueidis.RedisMessage)) *tracker {
 	return &tracker{
 		base: base, inbox: inbox, watch: watch, user: user,
 		pending: make(map[string]bool),
 		kick:    make(chan struct{}, 1),
-		life:    wakefns.NewLife(),
+		life:    wakeup.NewLife(),
 	}
 }
 
@@ -152,8 +152,8 @@ func (t *tracker) drainLoop() {
 			t.pending[k] = true
 		}
 		t.mu.Unlock()
-		delay = wakefns.NextDelay(delay)
-		if !wakefns.Sleep(t.life.Done(), delay) {
+		delay = wakeup.NextDelay(delay)
+		if !wakeup.Sleep(t.life.Done(), delay) {
 			return
 		}
 		select {
@@ -200,7 +200,7 @@ func (t *tracker) recover() {
 	defer t.wg.Done()
 	delay := time.Duration(0)
 	for {
-		if delay > 0 && !wakefns.Sleep(t.life.Done(), delay) {
+		if delay > 0 && !wakeup.Sleep(t.life.Done(), delay) {
 			return
 		}
 		t.mu.Lock()
@@ -231,7 +231,7 @@ func (t *tracker) recover() {
 		if err == nil {
 			delay = 0 // lost again meanwhile: ping again at once
 		} else {
-			delay = wakefns.NextDelay(delay)
+			delay = wakeup.NextDelay(delay)
 		}
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/adaptertest"
-	"github.com/redislocker/lock/internal/faultproxy"
-	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/faultproxy"
+	"github.com/redislocker/lock/internal/testenv/redistest"
 )
 
 // quiet is the window in which a test counts wake-ups that must not come:

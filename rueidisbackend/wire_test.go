@@ -3,7 +3,7 @@ package rueidisbackend
 import (
 	"testing"
 
-	"github.com/redislocker/lock/internal/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/adaptertest"
 )
 
 // TestWire: the wire protocol check (see adaptertest.Wire), in both modes.

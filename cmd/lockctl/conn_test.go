@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redislocker/lock/internal/keys"
-	"github.com/redislocker/lock/internal/redisserver"
-	"github.com/redislocker/lock/internal/redistest"
+	"github.com/redislocker/lock/internal/redis/keys"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
+	"github.com/redislocker/lock/internal/testenv/redistest"
 )
 
 // env returns a getenv that knows only the password variable, set to pw

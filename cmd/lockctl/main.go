@@ -71,7 +71,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/keys"
+	"github.com/redislocker/lock/internal/redis/keys"
 )
 
 func main() {

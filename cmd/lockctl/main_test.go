@@ -19,8 +19,8 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/redistest"
-	"github.com/redislocker/lock/internal/testkit"
+	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 	"github.com/redislocker/lock/redisbackend"
 )
 

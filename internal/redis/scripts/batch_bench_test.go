@@ -1,0 +1,120 @@
+package scripts
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/redis/keys"
+)
+
+// BenchmarkAcquireMany acquires 10,000 free ids per op: with AcquireMany
+// (MaxAcquireBatch ids per call, the calls pipelined), with one acquire
+// script per id pipelined in one round trip (what AcquireBatch did before
+// AcquireMany), and with one acquire per id in a loop. It reports ids/s,
+// the server's script µs and CPU µs per id, and the longest a single call
+// ran on the server on average (µs per call: a call blocks the server that
+// long; script µs are wall time, which a loaded machine inflates).
+func BenchmarkAcquireMany(b *testing.B) {
+	c := ownClient(b)
+	ctx := context.Background()
+	cs := NewConsts(100, 100, Classic)
+	const n = 10000
+	reqsFor := func(i int) []backend.AcquireRequest {
+		reqs := make([]backend.AcquireRequest, n)
+		for j := range reqs {
+			reqs[j] = backend.AcquireRequest{ID: fmt.Sprint("id-", j), Token: "T", TTL: time.Minute}
+		}
+		return reqs
+	}
+	run := map[string]func(ks keys.Keyspace, reqs []backend.AcquireRequest){
+		"batch-script": func(ks keys.Keyspace, reqs []backend.AcquireRequest) {
+			groups := GroupAcquires(reqs, false, 0)
+			cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, g := range groups {
+					k, a := cs.AcquireMany(ks, g, testInbox(ks))
+					p.EvalSha(ctx, AcquireMany.SHA1, k, anys(a)...)
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			out := make([]backend.BatchGrant, len(reqs))
+			for i, g := range groups {
+				vals, err := cmds[i].(*redis.Cmd).Int64Slice()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := ScatterAcquireMany(out, g, vals); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if !out[n-1].Acquired {
+				b.Fatalf("last id not acquired: %+v", out[n-1])
+			}
+		},
+		"script-per-id-pipelined": func(ks keys.Keyspace, reqs []backend.AcquireRequest) {
+			cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, r := range reqs {
+					k, a := cs.Acquire(ks.For(r.ID), r, testInbox(ks))
+					p.EvalSha(ctx, Acquire.SHA1, k, anys(a)...)
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if v, err := cmds[n-1].(*redis.Cmd).Int64Slice(); err != nil || v[0] != 1 {
+				b.Fatalf("last id: %v, %v", v, err)
+			}
+		},
+		"script-per-id-loop": func(ks keys.Keyspace, reqs []backend.AcquireRequest) {
+			for _, r := range reqs {
+				k, a := cs.Acquire(ks.For(r.ID), r, testInbox(ks))
+				if err := c.EvalSha(ctx, Acquire.SHA1, k, anys(a)...).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		},
+	}
+	for _, s := range []Script{Acquire, AcquireMany} {
+		if err := c.ScriptLoad(ctx, s.Source).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, name := range []string{"batch-script", "script-per-id-pipelined", "script-per-id-loop"} {
+		b.Run(name, func(b *testing.B) {
+			reqs := reqsFor(0)
+			var elapsed time.Duration
+			var usec, calls int64
+			var cpu float64
+			for i := range b.N {
+				ks, _ := keys.New(fmt.Sprintf("bench%d:%s:", i, name))
+				u0, c0 := scriptUsec(b, c)
+				_, cpu0 := serverStats(b, c)
+				start := time.Now()
+				run[name](ks, reqs)
+				elapsed += time.Since(start)
+				_, cpu1 := serverStats(b, c)
+				cpu += cpu1 - cpu0
+				u1, c1 := scriptUsec(b, c)
+				usec += u1 - u0
+				calls += c1 - c0
+				b.StopTimer()
+				if err := c.FlushDB(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "ids/s")
+			b.ReportMetric(float64(usec)/float64(n*b.N), "server-µs/id")
+			b.ReportMetric(float64(usec)/float64(calls), "server-µs/call")
+			b.ReportMetric(cpu/float64(n*b.N), "server-cpu-µs/id")
+		})
+	}
+}

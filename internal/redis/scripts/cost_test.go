@@ -1,0 +1,130 @@
+package scripts
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/redis/keys"
+	"github.com/redislocker/lock/internal/testenv/redistest"
+)
+
+// TestUncontendedCycleCost checks what an uncontended acquire + release
+// costs the server, in commands (EVALSHA and the commands a script calls),
+// and prints it with the server's CPU time per cycle. The command counts
+// are the contract of the scripts' fast paths: EXISTS queue, SET NX PX,
+// TIME, HGET and HSET of the fence for the grant; GET, DEL, HSET of the
+// release record, EXISTS queue for the release.
+func TestUncontendedCycleCost(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	ks := testKeys(t, c, "")
+	k := ks.For("cycle")
+	const want = 11
+	cs := NewConsts(100, 100, Classic)
+	cycle := func() {
+		ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second}, testInbox(ks))
+		r, err := evalsha(ctx, c, Acquire, ak, aa).Int64Slice()
+		if err != nil || r[0] != 1 {
+			t.Fatalf("acquire = %v, %v", r, err)
+		}
+		rk, ra := cs.Release(k, "T")
+		if err := evalsha(ctx, c, Release, rk, ra).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle() // loads the scripts and leaves a release mark, as in steady state
+	const n = 2000
+	calls0, cpu0 := serverStats(t, c)
+	for range n {
+		cycle()
+	}
+	calls1, cpu1 := serverStats(t, c)
+	per := float64(calls1-calls0) / n
+	t.Logf("%.2f server commands, %.1f µs server CPU per uncontended acquire+release", per, (cpu1-cpu0)/n)
+	if redistest.External() {
+		return // another client may share the server
+	}
+	if per < float64(want) || per > float64(want)+0.01 { // + a PEXPIRE of the fence key each half hour
+		t.Errorf("%.2f server commands per cycle, want %d", per, want)
+	}
+}
+
+// BenchmarkUncontendedCycle measures an uncontended acquire + release
+// through a plain client, and the server's CPU per cycle, next to a
+// redislock-style pair of scripts (SET NX PX; GET + DEL) as the floor, and
+// to bare scripts that run the fast paths' commands on the same KEYS and
+// ARGV without validation or helpers.
+func BenchmarkUncontendedCycle(b *testing.B) {
+	c := ownClient(b)
+	ctx := context.Background()
+	ks, _ := keys.New("bench:")
+	k := ks.For("cycle")
+	obtain := newScript("obtain", `return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`)
+	unlock := newScript("unlock", `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	// The fast paths' commands with the same KEYS and ARGV, without
+	// validation or helpers: what the commands and arguments cost alone.
+	bareAcquire := newScript("bare-acquire", `
+if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local t = redis.call('TIME')
+  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('HGET', KEYS[4], 'fence')) or 0
+  if last >= f then f = last + 1 end
+  redis.call('HSET', KEYS[4], 'fence', string.format('%d', f))
+  return {1, f, tonumber(ARGV[2]), 0, 0, 0, 0}
+end
+return {0, 0, 0, 0, 0, 0, 0}`)
+	bareRelease := newScript("bare-release", `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('LOCKNOTHELD') end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[4], 'rel', ARGV[1])
+redis.call('EXISTS', KEYS[2])
+return 1`)
+	// pair is a cycle of acquire and release scripts with cs's arguments.
+	pair := func(cs Consts, acquire, release Script) func() {
+		return func() {
+			ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second}, testInbox(ks))
+			if err := evalsha(ctx, c, acquire, ak, aa).Err(); err != nil {
+				b.Fatal(err)
+			}
+			rk, ra := cs.Release(k, "T")
+			if err := evalsha(ctx, c, release, rk, ra).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	type variant struct {
+		name  string
+		cycle func()
+	}
+	variants := []variant{
+		{"redislock-style", func() {
+			if err := evalsha(ctx, c, obtain, []string{k.Lock}, []string{"T", "10000"}).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := evalsha(ctx, c, unlock, []string{k.Lock}, []string{"T"}).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"bare-same-commands", pair(NewConsts(100, 100, Classic), bareAcquire, bareRelease)},
+		{"lean", pair(NewConsts(100, 100, Classic), Acquire, Release)},
+	}
+	for _, v := range variants {
+		b.Run(v.name, func(b *testing.B) {
+			v.cycle()
+			calls0, cpu0 := serverStats(b, c)
+			us0, _ := scriptUsec(b, c)
+			b.ResetTimer()
+			for range b.N {
+				v.cycle()
+			}
+			b.StopTimer()
+			calls1, cpu1 := serverStats(b, c)
+			us1, _ := scriptUsec(b, c)
+			b.ReportMetric(float64(us1-us0)/float64(b.N), "server-script-µs/op")
+			b.ReportMetric(float64(calls1-calls0)/float64(b.N), "server-cmds/op")
+			b.ReportMetric((cpu1-cpu0)/float64(b.N), "server-cpu-µs/op")
+		})
+	}
+}

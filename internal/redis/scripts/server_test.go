@@ -1,0 +1,188 @@
+package scripts
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/redis/keys"
+	"github.com/redislocker/lock/internal/testenv/redistest"
+)
+
+// The package's tests share one server (redistest); benchmarks and tests
+// that count the server's work start their own. This file holds how a test
+// reaches a server, names its keys, runs scripts and reads INFO.
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+// client returns a client of the shared test server.
+func client(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ownClient starts a server for tb alone and returns a client of it.
+func ownClient(tb testing.TB) *redis.Client {
+	srv := redistest.Start(tb)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// testKeys returns the test's keyspace on the shared server (suffix tells
+// two of one test apart). Its keys are deleted when the test ends.
+func testKeys(t testing.TB, c *redis.Client, suffix string) keys.Keyspace {
+	t.Helper()
+	ks, err := keys.New(redistest.Prefix(t) + suffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cleanup(t, c, ks) })
+	return ks
+}
+
+// cleanup deletes every key of the keyspaces.
+func cleanup(t testing.TB, c *redis.Client, kss ...keys.Keyspace) {
+	ctx := context.Background()
+	for _, ks := range kss {
+		iter := c.Scan(ctx, 0, ks.PrefixPattern(), 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+	}
+}
+
+// testInbox returns the inbox address the tests' requesters on ks give:
+// the classic pub/sub inbox channel of a process named "t" (keys.Inbox),
+// which a test subscribes to when it looks at wake-ups.
+func testInbox(ks keys.Keyspace) string {
+	return InboxAddress(InboxClassic, ks.Inbox("t", -1))
+}
+
+// opsScripts runs the test's scripts on the keys of one id.
+type opsScripts struct {
+	t     *testing.T
+	c     *redis.Client
+	id    string
+	k     keys.ID
+	inbox string // the requesters' inbox channel (testInbox)
+}
+
+// newOps returns the scripts' runner for id, on the test's keys of the
+// shared server.
+func newOps(t *testing.T, id string) *opsScripts {
+	c := client(t)
+	ks := testKeys(t, c, "")
+	return &opsScripts{t: t, c: c, id: id, k: ks.For(id), inbox: ks.Inbox("t", -1)}
+}
+
+// acquireCall returns the KEYS and ARGV of acquire for req, with the
+// test's inbox.
+func (o *opsScripts) acquireCall(cs Consts, req backend.AcquireRequest) (k, a []string) {
+	return cs.Acquire(o.k, req, InboxAddress(InboxClassic, o.inbox))
+}
+
+// eval runs s with EVAL.
+func (o *opsScripts) eval(s Script, k, a []string) *redis.Cmd {
+	return o.c.Eval(context.Background(), s.Source, k, anys(a)...)
+}
+
+// evalsha runs s by its SHA1, loading it first when the server lacks it.
+func evalsha(ctx context.Context, c *redis.Client, s Script, k, a []string) *redis.Cmd {
+	cmd := c.EvalSha(ctx, s.SHA1, k, anys(a)...)
+	if cmd.Err() != nil && strings.HasPrefix(cmd.Err().Error(), "NOSCRIPT") {
+		cmd = c.Eval(ctx, s.Source, k, anys(a)...)
+	}
+	return cmd
+}
+
+// run runs s and fails the test on an error.
+func run(t testing.TB, c *redis.Client, s Script, k, a []string) *redis.Cmd {
+	t.Helper()
+	cmd := evalsha(context.Background(), c, s, k, a)
+	if err := cmd.Err(); err != nil {
+		t.Fatalf("%s: %v", s.Name, err)
+	}
+	return cmd
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// info returns the fields of the INFO sections, by name.
+func info(tb testing.TB, c *redis.Client, sections ...string) map[string]string {
+	tb.Helper()
+	s, err := c.Info(context.Background(), sections...).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := make(map[string]string)
+	for _, line := range strings.Split(s, "\n") {
+		if name, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// cmdstat returns field (calls, usec) of a commandstats value
+// ("calls=3,usec=10,...").
+func cmdstat(v, field string) int64 {
+	for _, f := range strings.Split(v, ",") {
+		if s, ok := strings.CutPrefix(f, field+"="); ok {
+			n, _ := strconv.ParseInt(s, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// scriptUsec returns the server's total µs in EVALSHA and EVAL and the
+// number of those calls (INFO commandstats).
+func scriptUsec(tb testing.TB, c *redis.Client) (usec, calls int64) {
+	tb.Helper()
+	stats := info(tb, c, "commandstats")
+	for _, name := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
+		usec += cmdstat(stats[name], "usec")
+		calls += cmdstat(stats[name], "calls")
+	}
+	return usec, calls
+}
+
+// serverStats reads the server's totals: commands called (every command
+// in INFO commandstats but INFO itself, so a script's inner commands
+// count) and CPU time (used_cpu_user + used_cpu_sys) in µs.
+func serverStats(tb testing.TB, c *redis.Client) (calls int64, cpuUsec float64) {
+	tb.Helper()
+	for name, v := range info(tb, c, "commandstats", "cpu") {
+		switch {
+		case strings.HasPrefix(name, "cmdstat_") && name != "cmdstat_info":
+			calls += cmdstat(v, "calls")
+		case name == "used_cpu_user" || name == "used_cpu_sys":
+			s, _ := strconv.ParseFloat(v, 64)
+			cpuUsec += s * 1e6
+		}
+	}
+	return calls, cpuUsec
+}
+
+// usedMemory returns the server's used_memory (INFO memory).
+func usedMemory(t testing.TB, c *redis.Client) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(info(t, c, "memory")["used_memory"], 10, 64)
+	if err != nil {
+		t.Fatal("INFO memory: used_memory: ", err)
+	}
+	return n
+}

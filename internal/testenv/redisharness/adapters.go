@@ -1,0 +1,123 @@
+package redisharness
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/conformance"
+	"github.com/redislocker/lock/internal/testenv/notifyconn"
+	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/redisbackend"
+	"github.com/redislocker/lock/rueidisbackend"
+)
+
+// SharedServer is the test binary's shared server ([redistest.Addr]).
+func SharedServer(t *testing.T) Target { return Server(redistest.Addr(t)) }
+
+// RunGoRedis runs the conformance suite with GoRedis harnesses (opts) on
+// the deployment target returns for each property.
+func RunGoRedis(t *testing.T, target func(*testing.T) Target, opts *redisbackend.Options) {
+	conformance.Run(t, func(t *testing.T) conformance.Harness { return GoRedis(t, target(t), opts) })
+}
+
+// RunRueidis runs the conformance suite with Rueidis harnesses (mode,
+// opts) on the deployment target returns for each property.
+func RunRueidis(t *testing.T, target func(*testing.T) Target, mode rueidisbackend.Mode, opts *rueidisbackend.Options) {
+	conformance.Run(t, func(t *testing.T) conformance.Harness { return Rueidis(t, target(t), mode, opts) })
+}
+
+// GoRedis returns a harness of redisbackend Backends on tg, each on a
+// go-redis client of its own, made with opts (nil: the defaults). The
+// harness sets the limits, and the prefix when opts has none.
+func GoRedis(t *testing.T, tg Target, opts *redisbackend.Options) *Harness {
+	o := orZero(opts)
+	o.Prefix = prefixOr(t, o.Prefix)
+	o.MaxWaiters, o.PurgeLimit = MaxWaiters, PurgeLimit
+	return newHarness(t, tg, o.Prefix, func(t *testing.T, conns *notifyconn.Conns) backend.Backend {
+		o := o
+		return GoRedisBackend(t, tg.client(conns.Dial), &o)
+	})
+}
+
+// Rueidis returns a harness of rueidisbackend Backends of the given mode
+// on tg, made with opts (nil: the defaults): New in Tracking mode,
+// NewWithClient on a client built with DisableCache in PubSub mode. The
+// harness sets the limits and the client, and the prefix when opts has
+// none.
+func Rueidis(t *testing.T, tg Target, mode rueidisbackend.Mode, opts *rueidisbackend.Options) *Harness {
+	o := orZero(opts)
+	o.Prefix = prefixOr(t, o.Prefix)
+	o.MaxWaiters, o.PurgeLimit = MaxWaiters, PurgeLimit
+	tracking := mode == rueidisbackend.Tracking
+	return newHarness(t, tg, o.Prefix, func(t *testing.T, conns *notifyconn.Conns) backend.Backend {
+		co := rueidis.ClientOption{InitAddress: tg.Addrs, ForceSingleClient: !tg.Cluster, DialCtxFn: conns.DialCtx}
+		o := o
+		var b backend.Backend
+		if tracking {
+			o.ClientOption = co
+			b = RueidisBackend(t, &o)
+		} else {
+			co.DisableCache = true
+			client, err := rueidis.NewClient(co)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Registered before the Backend's cleanup, so it runs after it.
+			t.Cleanup(client.Close)
+			if b, err = rueidisbackend.NewWithClient(client, &o); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+		}
+		if got := rueidisbackend.ModeOf(b); got != mode {
+			t.Fatalf("ModeOf = %v, want %v", got, mode)
+		}
+		return b
+	})
+}
+
+// GoRedisBackend returns redisbackend.New(client, opts), failing the test
+// on error. The Backend and then client are closed at the test's end;
+// registered before the suite's own cleanups, that runs after them.
+func GoRedisBackend(t testing.TB, client redis.UniversalClient, opts *redisbackend.Options) backend.Backend {
+	b, err := redisbackend.New(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = b.Close()
+		client.Close()
+	})
+	return b
+}
+
+// RueidisBackend returns rueidisbackend.New(opts), failing the test on
+// error, closed at the test's end.
+func RueidisBackend(t testing.TB, opts *rueidisbackend.Options) backend.Backend {
+	b, err := rueidisbackend.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// orZero returns *p, or the zero value when p is nil.
+func orZero[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
+}
+
+// prefixOr returns prefix, or a prefix of the test's own when it is "".
+func prefixOr(t testing.TB, prefix string) string {
+	if prefix == "" {
+		return redistest.Prefix(t)
+	}
+	return prefix
+}

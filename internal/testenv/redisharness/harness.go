@@ -1,0 +1,171 @@
+// Package redisharness holds the conformance harnesses of the two Redis
+// adapters, on one server or on a cluster: [GoRedis] for redisbackend,
+// [Rueidis] for rueidisbackend. Both are a [Harness]: backends under one
+// key prefix, each with a client of its own (a separate "process") that
+// dials through a notifyconn.Conns, so that the harness can delay its
+// subscriptions and break the connection of its wake-ups. It is test
+// support: no library code imports it.
+package redisharness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/conformance"
+	"github.com/redislocker/lock/internal/redis/keys"
+	"github.com/redislocker/lock/internal/redis/scripts"
+	"github.com/redislocker/lock/internal/testenv/notifyconn"
+)
+
+// The harnesses' small limits, so that waiter-cap and purge-limit can fill
+// a queue; the suite's largest queue has 16 waiters.
+const (
+	MaxWaiters = 64
+	PurgeLimit = 8
+)
+
+// Target is where a harness's backends run: one server, or a cluster.
+type Target struct {
+	Addrs   []string
+	Cluster bool
+}
+
+// Server is the Target of the server at addr.
+func Server(addr string) Target { return Target{Addrs: []string{addr}} }
+
+// Cluster is the Target of the cluster whose nodes are at addrs.
+func Cluster(addrs []string) Target { return Target{Addrs: addrs, Cluster: true} }
+
+// client returns a go-redis client of tg that dials with dial (nil: the
+// default dialer).
+func (tg Target) client(dial func(ctx context.Context, network, addr string) (net.Conn, error)) redis.UniversalClient {
+	if tg.Cluster {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: tg.Addrs, Dialer: dial})
+	}
+	return redis.NewClient(&redis.Options{Addr: tg.Addrs[0], Dialer: dial})
+}
+
+// Harness makes backends under one key prefix and inspects the store with
+// a go-redis client of its own.
+type Harness struct {
+	ks         keys.Keyspace
+	raw        redis.UniversalClient
+	newBackend func(t *testing.T, conns *notifyconn.Conns) backend.Backend
+	conns      notifyconn.Set
+}
+
+// newHarness returns a Harness on tg under prefix whose backends come from
+// newBackend.
+func newHarness(t *testing.T, tg Target, prefix string, newBackend func(*testing.T, *notifyconn.Conns) backend.Backend) *Harness {
+	ks, err := keys.New(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := tg.client(nil)
+	t.Cleanup(func() { raw.Close() })
+	return &Harness{ks: ks, raw: raw, newBackend: newBackend}
+}
+
+// NewBackend returns a Backend with a client of its own.
+func (h *Harness) NewBackend(t *testing.T) backend.Backend {
+	conns := notifyconn.New()
+	b := h.newBackend(t, conns)
+	h.conns.Add(b, conns)
+	return b
+}
+
+// ExpireNow deletes id's lock key, as its TTL running out would: no
+// script runs and nothing is published (a tracking client is told, as it
+// is of an expiry).
+func (h *Harness) ExpireNow(t *testing.T, id string) {
+	if err := h.raw.Del(context.Background(), h.ks.For(id).Lock).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// suiteLease is above the longest lease the conformance suite takes (a
+// minute): an id's fence key expires within scripts.FenceIdle of it.
+const suiteLease = 10 * time.Minute
+
+// StateLeft returns id's keys, but for a fence key that expires within
+// its documented bound (scripts.FenceKeyExpires): a fence key with no TTL
+// is state left. It looks at id's keys only, never at the prefix's wire
+// marker (keys.SuffixWire): protocol metadata with a TTL, not lock state.
+func (h *Harness) StateLeft(t *testing.T, id string) []string { return StateLeft(t, h.raw, h.ks, id) }
+
+// StateLeft is [Harness.StateLeft] of id in ks on raw's server, or on
+// every master of raw's cluster.
+func StateLeft(t testing.TB, raw redis.UniversalClient, ks keys.Keyspace, id string) []string {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var left []string
+	scan := func(c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, ks.Pattern(id), 100).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			if _, suffix, err := ks.Parse(k); err == nil && suffix == keys.SuffixCounters {
+				pttl, err := c.PTTL(ctx, k).Result()
+				if err != nil {
+					return err
+				}
+				if pttl == -2 || scripts.FenceKeyExpires(pttl, suiteLease) {
+					continue // gone since the SCAN, or expiring
+				}
+				k = fmt.Sprintf("%s (PTTL %v)", k, pttl)
+			}
+			mu.Lock()
+			left = append(left, k)
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := raw.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error { return scan(c) })
+	} else {
+		err = scan(raw)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(left)
+	return left
+}
+
+// Limits states the Options the harness gives every Backend. Both
+// adapters, in every mode, name the head and wake only its process
+// (rueidisbackend's Tracking mode through its inbox keys), and have every
+// capability the suite knows: the harness claims full conformance
+// (Strict), so that a property skipped after a refactoring fails.
+func (h *Harness) Limits() conformance.Limits {
+	return conformance.Limits{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit, Strict: true}
+}
+
+// ForgetIdle deletes every key of id, the fence key included: what Redis
+// deletes by itself once the id has been idle for the bound (an hour).
+func (h *Harness) ForgetIdle(t *testing.T, id string) {
+	k := h.ks.For(id)
+	if err := h.raw.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// DropNotifier closes, on the client's side, b's connection that carries
+// wake-ups: the pub/sub connection, or the tracking one (rueidisbackend's
+// Tracking mode). The client dials a new one and the Backend subscribes
+// again.
+func (h *Harness) DropNotifier(t *testing.T, b backend.Backend) { h.conns.DropNotifier(t, b) }
+
+// DelaySubscribe holds back b's SUBSCRIBE commands by d. In Tracking mode
+// Subscribe sends none (it only registers), so it changes nothing there.
+func (h *Harness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
+	h.conns.DelaySubscribe(t, b, d)
+}
