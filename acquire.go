@@ -126,11 +126,11 @@ func (l *Locker) Acquire(ctx context.Context, id string, ttl time.Duration, opts
 		return Result{ID: id}, err
 	}
 	defer l.end()
-	start := l.obsNow() // observer.go
+	start := l.obsNow()
 	res, err := l.acquire(ctx, id, ttl, o)
 	l.observeAcquire(ctx, start, id, o.NoWait, res, err)
 	if res.Acquired && every > 0 {
-		l.keepAlive(res.Lease, every)
+		l.keeper.keepAlive(res.Lease, every)
 	}
 	return res, err
 }
@@ -142,179 +142,147 @@ func (l *Locker) TryAcquire(ctx context.Context, id string, ttl time.Duration) (
 	return l.Acquire(ctx, id, ttl, &AcquireOptions{NoWait: true})
 }
 
+// acquireCall is one Acquire call past its input checks.
+type acquireCall struct {
+	l     *Locker
+	ctx   context.Context
+	id    string
+	ttl   time.Duration
+	o     AcquireOptions
+	start time.Time
+	gr    grace // the grace of the call's waits once ctx ended
+	inUse bool  // a step found the id held or with waiters
+}
+
+// acquire tries id, and queues for it unless it was granted or NoWait.
+// The plain try is skipped when this Locker is already subscribed to the
+// id (it waits on it, or did a moment ago): the first waiting step grants
+// a free id just as well, so steady-state contention costs one step less.
 func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o AcquireOptions) (Result, error) {
-	start := time.Now()
-	req := backend.AcquireRequest{ID: id, Token: o.Token, TTL: ttl, WaiterTTL: l.waiterTTL}
-
-	var gr grace // the grace of this call's waits once ctx ended (await.go)
-	inUse := false
-	// Fast path: a plain try. Skipped when this Locker is already
-	// subscribed to the id (it waits on it, or did a moment ago): the
-	// waiting step below grants a free id just as well, so steady-state
-	// contention costs one step less.
-	if o.NoWait || !l.subscribed(id) {
-		g, err, stray := l.acquireStep(ctx, &gr, req, false)
-		switch {
-		case stray: // its goroutine cleans up after it
-			return Result{ID: id}, wrap(ctx, "acquire", id, err)
-		case err != nil:
-			return Result{ID: id}, l.abandon(ctx, &gr, "acquire", id, o.Token, err)
-		}
-		if g.Acquired {
-			return Result{Acquired: true, ID: id, Lease: l.newLease(id, o.Token, start, ttl, g)}, nil
-		}
-		if o.NoWait {
-			return Result{ID: id, WasInUse: true}, nil
-		}
-		inUse = true
-	}
-
-	// Slow path: subscribe before the check (L1), then queue.
-	wake := make(chan struct{}, 1)
-	told := make(chan time.Duration, 1) // the latest Wake.HolderTTL not yet read
-	w := &waiter{id: id, token: o.Token, wake: func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}, told: func(d time.Duration) {
-		for { // keep the latest: drop an unread older one
-			select {
-			case told <- d:
-				return
-			default:
-			}
-			select {
-			case <-told:
-			default:
-			}
-		}
-	}}
-	grants := make(chan grantMsg, 1) // a grant by hand-off (Wake.Grant)
-	if l.handsOff {
-		w.granted = func(h backend.HandOff, recv time.Time) {
-			select {
-			case grants <- grantMsg{h, recv}:
-			default: // one grant per token: a second is a duplicate
-			}
+	c := &acquireCall{l: l, ctx: ctx, id: id, ttl: ttl, o: o, start: time.Now()}
+	if o.NoWait || !l.room.subscribed(id) {
+		if res, done, err := c.try(); done {
+			return res, err
 		}
 	}
-	if err := l.register(ctx, w); err != nil {
-		return Result{ID: id, WasInUse: true}, err
+	return c.queue()
+}
+
+// try runs the plain try; done reports that the call is over: granted,
+// failed, or held with NoWait.
+func (c *acquireCall) try() (res Result, done bool, err error) {
+	g, err, stray := c.l.acquireStep(c.ctx, &c.gr, c.l.request(c.id, c.o.Token, c.ttl, false), false)
+	switch {
+	case stray: // its goroutine cleans up after it
+		return Result{ID: c.id}, true, wrap(c.ctx, "acquire", c.id, err)
+	case err != nil:
+		return Result{ID: c.id}, true, c.l.abandon(c.ctx, &c.gr, "acquire", c.id, c.o.Token, err)
+	case g.Acquired:
+		return Result{Acquired: true, ID: c.id, Lease: c.l.newLease(c.id, c.o.Token, c.start, c.ttl, g)}, true, nil
+	case c.o.NoWait:
+		return c.notAcquired(), true, nil
 	}
-	defer l.unregister(w)
+	c.inUse = true
+	return Result{}, false, nil
+}
 
-	queueTimer := time.NewTimer(o.QueueTimeout - time.Since(start))
-	defer queueTimer.Stop()
-	holder := time.NewTimer(time.Hour)
-	holder.Stop()
-	defer holder.Stop()
-
-	req.Wait = true
-	var r retries
-	var woke time.Time // the last wake-up, for the observer's hand-off latency
-	var pair clockPair // the latest step's send time and store time
+// queue waits in the id's queue: it subscribes before its first step
+// (L1), then runs the steps its wait asks for, until a grant, a failure,
+// the queue timeout, the end of ctx or Close.
+func (c *acquireCall) queue() (Result, error) {
+	poke := make(chan struct{}, 1)
+	wt := c.l.newWait(c.id, c.o.Token, c.ttl, c.start.Add(c.o.QueueTimeout), poke, false)
+	if err := c.l.room.register(c.ctx, &wt.w); err != nil {
+		return c.notAcquired(), err
+	}
+	defer c.l.room.unregister(&wt.w)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
-		if r.over(l.waiterTTL) {
-			return Result{ID: id, WasInUse: true}, l.abandon(ctx, &gr, "acquire", id, o.Token, r.last)
-		}
-		sent := time.Now()
-		sctx, cancel := r.bound(ctx, l.waiterTTL)
-		g, err, stray := l.acquireStep(sctx, &gr, req, true)
-		err = r.cut(ctx, sctx, err)
-		cancel()
-		holder.Stop()
-		if stray { // its goroutine leaves the queue after it
-			return Result{ID: id, WasInUse: true}, wrap(ctx, "acquire", id, err)
-		}
-		if err != nil {
-			// Queued, a failed step is retried with the same token (a no-op
-			// if it took effect) while the entry can still be alive: an
-			// outage shorter than WaiterTimeout costs no place in the queue.
-			if !l.retryable(ctx, err) {
-				return Result{ID: id, WasInUse: true}, l.abandon(ctx, &gr, "acquire", id, o.Token, err)
+		switch mv, le := wt.next(time.Now()); mv {
+		case moveStep:
+			if res, done, err := c.step(wt); done {
+				return res, err
 			}
-			if r.failed(l.liveSince(w, sent), err) {
-				l.log.Warn("lock: a waiting step failed; retrying with the same token while the queue entry lives",
-					"id", id, "err", err, "for", l.waiterTTL)
-			}
-			holder.Reset(r.wait(l.waiterTTL, l.heartbeat))
-		} else {
-			r = retries{}
-			if g.Queued {
-				l.setRefreshed(w, sent)
-			}
-			if !g.StoreTime.IsZero() {
-				pair = clockPair{sent, g.StoreTime}
-			}
-			if g.Acquired {
-				l.observeHandoff(id, woke) // observer.go
-				return Result{Acquired: true, ID: id, WasInUse: inUse, Lease: l.newLease(id, o.Token, sent, ttl, g)}, nil
-			}
-			inUse = true
-			if w.ticket != 0 && g.Ticket != w.ticket {
-				l.log.Warn("lock: a live waiter's queue entry was purged; it re-queued at the tail",
-					"id", id, "old_ticket", w.ticket, "new_ticket", g.Ticket)
-			}
-			l.setTicket(w, g.Ticket)
-			if g.Head && g.HolderTTL > 0 {
-				// The holder's lease may end without a release (no wake-up is
-				// sent then): look again when it would have expired.
-				holder.Reset(g.HolderTTL + l.resolution)
-			}
-		}
-	wait:
-		for {
-			select {
-			case <-wake:
-				woke = l.obsNow() // observer.go
-				break wait
-			case gm := <-grants:
-				// Granted by the step that freed the lock: no step of ours.
-				// A grant from before our latest step is stale (that step
-				// found us queued: the lease was gone), and one with no
-				// usable validity is no use: a step tells the truth then
-				// (a retried grant reports the lease afresh).
-				valid := gm.recv
-				if fresh(gm.h, pair) {
-					valid = handOffValidUntil(gm.h, pair, l.liveSince(w, time.Time{}), gm.recv)
-				}
-				if !valid.After(gm.recv) {
-					woke = l.obsNow() // observer.go
-					break wait
-				}
-				l.observeHandoff(id, gm.recv) // observer.go
-				le := l.newLeaseUntil(id, o.Token, gm.recv, valid, ttl, gm.h.Fence)
-				return Result{Acquired: true, ID: id, WasInUse: true, Lease: le}, nil
-			case <-holder.C:
-				woke = time.Time{}
-				break wait
-			case d := <-told:
-				// This waiter became the head of a held lock: no step, but
-				// a timer at the holder's TTL, since the lease may end
-				// without a release. The wake-up left the store after the
-				// step that measured d, so the timer fires after the
-				// lease's end by the store.
-				holder.Reset(d + l.resolution)
-			case <-queueTimer.C:
-				if err := l.cleanup(ctx, &gr, id, o.Token); err != nil {
-					l.log.Warn("lock: leaving the queue after the queue timeout failed; the entry expires on its own",
-						"id", id, "err", err)
-				}
-				return Result{ID: id, WasInUse: true}, nil
-			case <-ctx.Done():
-				return Result{ID: id, WasInUse: true}, joinErrs(wrap(ctx, "acquire", id, ctx.Err()), l.cleanup(ctx, &gr, id, o.Token))
-			case <-l.done:
-				return Result{ID: id, WasInUse: true}, joinErrs(wrap(ctx, "acquire", id, ErrClosed), l.cleanup(ctx, &gr, id, o.Token))
+		case moveHanded:
+			c.l.observeHandoff(c.id, wt.woke)
+			return Result{Acquired: true, ID: c.id, WasInUse: true, Lease: le}, nil
+		case moveTimedOut:
+			return c.timedOut()
+		case moveSleep:
+			if err := c.sleep(wt, poke, timer); err != nil {
+				return c.notAcquired(), err
 			}
 		}
 	}
 }
 
+// step runs one waiting step and gives its outcome to wt; done reports
+// that the call is over: granted, or failed for good.
+func (c *acquireCall) step(wt *wait) (res Result, done bool, err error) {
+	if err := wt.over(); err != nil {
+		return c.notAcquired(), true, c.l.abandon(c.ctx, &c.gr, "acquire", c.id, c.o.Token, err)
+	}
+	sent := time.Now()
+	sctx, cancel := boundTo(c.ctx, wt.runEnd())
+	g, err, stray := c.l.acquireStep(sctx, &c.gr, wt.request(), true)
+	err = wt.cut(c.ctx, sctx, err)
+	cancel()
+	if stray { // its goroutine leaves the queue after it
+		return c.notAcquired(), true, wrap(c.ctx, "acquire", c.id, err)
+	}
+	le, retrying, ferr := wt.stepped(c.ctx, sent, g, err)
+	switch {
+	case ferr != nil:
+		return c.notAcquired(), true, c.l.abandon(c.ctx, &c.gr, "acquire", c.id, c.o.Token, ferr)
+	case le != nil:
+		c.l.observeHandoff(c.id, wt.woke)
+		return Result{Acquired: true, ID: c.id, WasInUse: c.inUse, Lease: le}, true, nil
+	case err == nil:
+		c.inUse = true
+	case retrying:
+		c.l.log.Warn("lock: a waiting step failed; retrying with the same token while the queue entry lives",
+			"id", c.id, "err", err, "for", c.l.waiterTTL)
+	}
+	return Result{}, false, nil
+}
+
+// sleep waits for wt's next event: a poke (a wake-up or a grant), its
+// timer or the queue timeout. The end of ctx, or Close, ends the call
+// instead: it leaves the queue, and the error says why.
+func (c *acquireCall) sleep(wt *wait, poke <-chan struct{}, timer *time.Timer) error {
+	timer.Reset(time.Until(wt.wakeAt()))
+	var why error
+	select {
+	case <-poke:
+		return nil
+	case <-timer.C:
+		return nil
+	case <-c.ctx.Done():
+		why = c.ctx.Err()
+	case <-c.l.life.done:
+		why = ErrClosed
+	}
+	return joinErrs(wrap(c.ctx, "acquire", c.id, why), c.l.cleanup(c.ctx, &c.gr, c.id, c.o.Token))
+}
+
+// timedOut ends a call whose queue timeout passed: it leaves the queue.
+func (c *acquireCall) timedOut() (Result, error) {
+	if err := c.l.cleanup(c.ctx, &c.gr, c.id, c.o.Token); err != nil {
+		c.l.log.Warn("lock: leaving the queue after the queue timeout failed; the entry expires on its own",
+			"id", c.id, "err", err)
+	}
+	return c.notAcquired(), nil
+}
+
+// notAcquired is the Result of a call that ends without the lock after
+// it found the id in use.
+func (c *acquireCall) notAcquired() Result { return Result{ID: c.id, WasInUse: true} }
+
 // retryable reports whether a failed step may be retried: a store or
 // client failure, not the caller's ctx nor one of the lock's own answers.
 func (l *Locker) retryable(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && !isSentinel(err) && l.bgCtx.Err() == nil
+	return ctx.Err() == nil && !isSentinel(err) && l.life.ctx.Err() == nil
 }
 
 // abandon handles a failed step: its outcome is unknown, so the token's
@@ -346,7 +314,7 @@ func (l *Locker) acquireStep(ctx context.Context, g *grace, req backend.AcquireR
 		gr, err := l.b.Acquire(ctx, req)
 		return gr, err, false
 	}
-	return await(l, w, g, func() (backend.Grant, error) { return l.b.Acquire(ctx, req) },
+	return await(l.life, w, g, func() (backend.Grant, error) { return l.b.Acquire(ctx, req) },
 		func(gr backend.Grant, err error) {
 			if queued || left(gr, err) {
 				l.leaveLate(req.ID, req.Token)

@@ -71,7 +71,7 @@ func TestToldHeadArmsHolderTimerWithoutStep(t *testing.T) {
 }
 
 // A told wake-up goes to the named waiter's told function, or, when it has
-// none (an AcquireMany id), wakes it to re-check.
+// none, wakes it to re-check.
 func TestToldWakeRouting(t *testing.T) {
 	l := quietLocker(&stepFake{}, nil)
 	defer l.Close()
@@ -80,12 +80,12 @@ func TestToldWakeRouting(t *testing.T) {
 	a := &waiter{id: "x", token: "a", wake: func() { woken = append(woken, "a") },
 		told: func(d time.Duration) { told = append(told, "a"); ttl = d }}
 	b := &waiter{id: "x", token: "b", wake: func() { woken = append(woken, "b") }}
-	l.ids["x"] = &idWaiters{waiters: map[*waiter]struct{}{a: {}, b: {}}, ready: make(chan struct{})}
-	l.onWake(backend.Wake{ID: "x", Token: "a", HolderTTL: time.Second})
-	l.onWake(backend.Wake{ID: "x", Token: "b", HolderTTL: time.Second})
-	l.onWake(backend.Wake{ID: "x", Token: "a"})
+	l.room.ids["x"] = &idWaiters{waiters: map[*waiter]struct{}{a: {}, b: {}}, ready: make(chan struct{})}
+	l.room.onWake(backend.Wake{ID: "x", Token: "a", HolderTTL: time.Second})
+	l.room.onWake(backend.Wake{ID: "x", Token: "b", HolderTTL: time.Second})
+	l.room.onWake(backend.Wake{ID: "x", Token: "a"})
 	if len(told) != 1 || ttl != time.Second || len(woken) != 2 || woken[0] != "b" || woken[1] != "a" {
 		t.Fatalf("told %v (ttl %v), woken %v; want told [a] (1s), woken [b a]", told, ttl, woken)
 	}
-	delete(l.ids, "x")
+	delete(l.room.ids, "x")
 }

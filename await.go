@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -79,7 +78,7 @@ const (
 
 // stepCall is one step that await runs on a goroutine of its own.
 type stepCall[T any] struct {
-	l     *Locker
+	lc    *lifecycle
 	step  func() (T, error)
 	late  func(T, error)
 	state atomic.Int32
@@ -90,7 +89,7 @@ type stepCall[T any] struct {
 
 // run runs the step on its goroutine (go c.run() needs no closure).
 func (c *stepCall[T]) run() {
-	defer c.l.steps.done()
+	defer c.lc.steps.done()
 	v, err := c.step()
 	if c.state.CompareAndSwap(stepRunning, stepReturned) {
 		c.v, c.err = v, err
@@ -116,20 +115,20 @@ func (c *stepCall[T]) run() {
 // goroutine, as a plain call. g is the call's grace, shared by its waits
 // (nil: one of this wait's own); it is not part of w, so that it stays on
 // the caller's stack.
-func await[T any](l *Locker, w waitFor, g *grace, step func() (T, error), late func(T, error)) (v T, err error, stray bool) {
+func await[T any](lc *lifecycle, w waitFor, g *grace, step func() (T, error), late func(T, error)) (v T, err error, stray bool) {
 	if w.inline() {
 		v, err = step()
 		return v, err, false
 	}
-	c := &stepCall[T]{l: l, step: step, late: late, done: make(chan struct{})}
-	l.steps.add()
+	c := &stepCall[T]{lc: lc, step: step, late: late, done: make(chan struct{})}
+	lc.steps.add()
 	go c.run()
 	var bound, closing <-chan struct{}
 	if w.bound != nil {
 		bound = w.bound.Done()
 	}
 	if w.close {
-		closing = l.done
+		closing = lc.done
 	}
 	var why error
 	select {
@@ -156,64 +155,6 @@ func await[T any](l *Locker, w waitFor, g *grace, step func() (T, error), late f
 	return v, backend.WithKind(backend.KindUnknown, why), true
 }
 
-// goStep runs f, a backend step that no caller waits for, in a goroutine
-// the Locker tracks like await's stray steps.
-func (l *Locker) goStep(f func()) {
-	l.steps.add()
-	go func() {
-		defer l.steps.done()
-		f()
-	}()
-}
-
-// tracker counts the goroutines of steps that no caller waits for.
-type tracker struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // made by wait, closed when n drops to 0
-}
-
-func (t *tracker) add() {
-	t.mu.Lock()
-	t.n++
-	t.mu.Unlock()
-}
-
-func (t *tracker) done() {
-	t.mu.Lock()
-	t.n--
-	if t.n == 0 && t.idle != nil {
-		close(t.idle)
-		t.idle = nil
-	}
-	t.mu.Unlock()
-}
-
-// wait waits until no step runs, for d at most, and returns the number
-// still running.
-func (t *tracker) wait(d time.Duration) int {
-	t.mu.Lock()
-	if t.n == 0 {
-		t.mu.Unlock()
-		return 0
-	}
-	if t.idle == nil {
-		t.idle = make(chan struct{})
-	}
-	idle := t.idle
-	t.mu.Unlock()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-idle:
-		return 0
-	case <-timer.C:
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.n
-}
-
 // cleanup leaves id's queue by token and releases a grant that raced the
 // caller's exit (Leave by token). It is waited for while ctx lives,
 // bounded by cleanupTimeout, and for the rest of the call's grace g once
@@ -222,7 +163,7 @@ func (t *tracker) wait(d time.Duration) int {
 // waited for.
 func (l *Locker) cleanup(ctx context.Context, g *grace, id, token string) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	_, err, stray := await(l, waitFor{ctx: ctx, bound: cctx}, g, func() (struct{}, error) {
+	_, err, stray := await(l.life, waitFor{ctx: ctx, bound: cctx}, g, func() (struct{}, error) {
 		defer cancel()
 		return struct{}{}, l.b.Leave(cctx, id, token)
 	}, func(_ struct{}, err error) {

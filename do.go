@@ -87,7 +87,7 @@ func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration,
 			if le.lostBy(time.Now()) {
 				cancel(ErrLeaseLost)
 			}
-		case <-l.done:
+		case <-l.life.done:
 			cancel(ErrClosed)
 		}
 	}()
@@ -105,7 +105,7 @@ func Do[T any](ctx context.Context, l *Locker, id string, ttl time.Duration,
 			g.end = time.Now().Add(ctxGrace)
 		}
 		rerr, pending := le.release(waitFor{ctx: ctx, bound: rctx}, g, rctx, rcancel)
-		l.observeDoLost(le, lostInFn && rerr != nil, rerr) // observer.go
+		l.observeDoLost(le, lostInFn && rerr != nil, rerr)
 		switch {
 		case rerr == nil:
 			// Still held at the release: fn never ran unprotected.

@@ -36,7 +36,7 @@ func (l *Locker) Inspect(ctx context.Context, id string) (backend.Inspection, er
 		return backend.Inspection{ID: id}, err
 	}
 	defer l.end()
-	in, err, _ := await(l, waitFor{ctx: ctx, close: true}, nil, func() (backend.Inspection, error) {
+	in, err, _ := await(l.life, waitFor{ctx: ctx, close: true}, nil, func() (backend.Inspection, error) {
 		return fallback.Inspect(ctx, l.b, id, inspectWaiters)
 	}, nil)
 	if errors.Is(err, ErrUnsupported) {

@@ -4,106 +4,135 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/backendkit/fallback"
 )
 
-// keepAlive adds le to the leases the Locker extends by le's ttl every
+// keeper is a Locker's keep-alive: the leases it extends, and the
+// goroutine that extends them, in one batched step per tick, while there
+// are any.
+type keeper struct {
+	b         backend.Backend
+	heartbeat time.Duration // the longest wait before an extend that failed is retried
+	log       *slog.Logger
+	obs       *observer
+	life      *lifecycle
+
+	mu      sync.Mutex
+	kept    map[*Lease]struct{} // kept-alive leases
+	running bool
+	next    time.Time      // when the loop wakes next
+	kick    chan struct{}  // a lease due before next was added to kept
+	bg      sync.WaitGroup // the loop
+}
+
+func newKeeper(b backend.Backend, heartbeat time.Duration, log *slog.Logger, obs *observer, life *lifecycle) *keeper {
+	return &keeper{b: b, heartbeat: heartbeat, log: log, obs: obs, life: life,
+		kept: make(map[*Lease]struct{}), kick: make(chan struct{}, 1)}
+}
+
+// close waits for the loop, which ends once the Locker is shut; leases
+// still kept are dropped (they expire at their ValidUntil).
+func (k *keeper) close() { k.bg.Wait() }
+
+// keepAlive adds le to the leases the keeper extends by le's ttl every
 // period, until it is released, found not held, presumed lost, or the
 // Locker is closed. It does nothing on a closed Locker.
-func (l *Locker) keepAlive(le *Lease, every time.Duration) {
+func (k *keeper) keepAlive(le *Lease, every time.Duration) {
 	le.mu.Lock()
 	due := le.validUntil.Add(every - le.ttl)
 	le.mu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.life.closing() {
 		return
 	}
 	le.every, le.due = every, due
-	l.kept[le] = struct{}{}
-	if !l.kaRunning {
-		l.kaRunning = true
-		l.kaNext = due
-		l.bg.Add(1)
-		go l.keepAliveLoop()
+	k.kept[le] = struct{}{}
+	if !k.running {
+		k.running = true
+		k.next = due
+		k.bg.Add(1)
+		go k.keepAliveLoop()
 		return
 	}
-	if due.Before(l.kaNext) {
-		l.kaNext = due
+	if due.Before(k.next) {
+		k.next = due
 		select {
-		case l.kaKick <- struct{}{}:
+		case k.kick <- struct{}{}:
 		default:
 		}
 	}
 }
 
 // unkeep stops le's keep-alive.
-func (l *Locker) unkeep(le *Lease) {
-	l.mu.Lock()
-	delete(l.kept, le)
-	l.mu.Unlock()
+func (k *keeper) unkeep(le *Lease) {
+	k.mu.Lock()
+	delete(k.kept, le)
+	k.mu.Unlock()
 }
 
 // rekeep moves a kept-alive lease's next extend to one period after sent,
 // the send time of an extend that succeeded.
-func (l *Locker) rekeep(le *Lease, sent time.Time) {
-	l.mu.Lock()
-	if _, ok := l.kept[le]; ok {
+func (k *keeper) rekeep(le *Lease, sent time.Time) {
+	k.mu.Lock()
+	if _, ok := k.kept[le]; ok {
 		le.due = sent.Add(le.every)
 	}
-	l.mu.Unlock()
+	k.mu.Unlock()
 }
 
-// keepAliveLoop runs while the Locker has kept-alive leases: it sleeps
+// keepAliveLoop runs while the keeper has kept-alive leases: it sleeps
 // until the earliest is due and extends every lease due by then (or within
 // half its period) in one batched step.
-func (l *Locker) keepAliveLoop() {
-	defer l.bg.Done()
+func (k *keeper) keepAliveLoop() {
+	defer k.bg.Done()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
-		l.mu.Lock()
+		k.mu.Lock()
 		var next time.Time
-		for le := range l.kept {
+		for le := range k.kept {
 			if next.IsZero() || le.due.Before(next) {
 				next = le.due
 			}
 		}
-		if next.IsZero() || l.closed {
-			l.kaRunning = false
-			clear(l.kept)
-			l.mu.Unlock()
+		if next.IsZero() || k.life.closing() {
+			k.running = false
+			clear(k.kept)
+			k.mu.Unlock()
 			return
 		}
-		l.kaNext = next
-		l.mu.Unlock()
+		k.next = next
+		k.mu.Unlock()
 		t.Reset(time.Until(next))
 		select {
 		case <-t.C:
-			l.extendDue()
-		case <-l.kaKick:
-		case <-l.done:
+			k.extendDue()
+		case <-k.kick:
+		case <-k.life.done:
 		}
 	}
 }
 
 // extendDue extends, in one batched step, every kept-alive lease that is
 // due now or within half its period.
-func (l *Locker) extendDue() {
+func (k *keeper) extendDue() {
 	now := time.Now()
 	var batch []*Lease
 	expired := 0
-	l.mu.Lock()
-	for le := range l.kept {
+	k.mu.Lock()
+	for le := range k.kept {
 		if le.due.After(now.Add(le.every / 2)) {
 			continue
 		}
 		if gone, lost := le.keptGone(now); gone {
-			delete(l.kept, le)
+			delete(k.kept, le)
 			if lost {
 				expired++
 			}
@@ -111,10 +140,10 @@ func (l *Locker) extendDue() {
 		}
 		batch = append(batch, le)
 	}
-	l.mu.Unlock()
+	k.mu.Unlock()
 	defer func() {
-		if expired > 0 && l.bgCtx.Err() == nil {
-			l.log.Warn("lock: kept-alive leases expired before they could be extended; their Lost fired",
+		if expired > 0 && k.life.ctx.Err() == nil {
+			k.log.Warn("lock: kept-alive leases expired before they could be extended; their Lost fired",
 				"leases", expired)
 		}
 	}()
@@ -130,7 +159,7 @@ func (l *Locker) extendDue() {
 	}
 	slices.SortFunc(batch, func(a, b *Lease) int { return valid[a].Compare(valid[b]) })
 	size := extendChunk
-	if _, ok := l.b.(backend.ExtendBatcher); !ok {
+	if _, ok := k.b.(backend.ExtendBatcher); !ok {
 		size = extendFallbackChunk
 	}
 	var failed int
@@ -141,10 +170,10 @@ func (l *Locker) extendDue() {
 			// Every extend so far failed: the store is likely out of
 			// reach. Retry the rest at their next tick, not one stalled
 			// chunk after another.
-			l.retryLater(chunk)
+			k.retryLater(chunk)
 			continue
 		}
-		n, lost, err := l.extendChunk(chunk, valid[chunk[len(chunk)-1]])
+		n, lost, err := k.extendChunk(chunk, valid[chunk[len(chunk)-1]])
 		tried += len(chunk)
 		failed += n
 		expired += lost
@@ -152,8 +181,8 @@ func (l *Locker) extendDue() {
 			first = err
 		}
 	}
-	if failed > 0 && l.bgCtx.Err() == nil {
-		l.log.Warn("lock: keep-alive extend failed; retrying until the leases expire",
+	if failed > 0 && k.life.ctx.Err() == nil {
+		k.log.Warn("lock: keep-alive extend failed; retrying until the leases expire",
 			"leases", failed, "err", first)
 	}
 }
@@ -175,17 +204,17 @@ const (
 // bound; Lost and Do's ctx fire at ValidUntil by each lease's own timer
 // in any case. It returns the number of failed extends, of leases that
 // expired before their turn, and the first failure.
-func (l *Locker) extendChunk(chunk []*Lease, last time.Time) (failed, expired int, first error) {
+func (k *keeper) extendChunk(chunk []*Lease, last time.Time) (failed, expired int, first error) {
 	reqs := make([]backend.ExtendRequest, 0, len(chunk))
 	live := chunk[:0:0]
 	now := time.Now()
 	for _, le := range chunk {
 		if !le.op.TryLock() {
-			l.retryIn(le, retryBackoff)
+			k.retryIn(le, retryBackoff)
 			continue
 		}
 		if gone, lost := le.keptGone(now); gone {
-			l.unkeep(le)
+			k.unkeep(le)
 			le.op.Unlock()
 			if lost {
 				expired++
@@ -204,24 +233,24 @@ func (l *Locker) extendChunk(chunk []*Lease, last time.Time) (failed, expired in
 	// deadlines. A step still running then goes on in the background:
 	// its outcome is recorded when it returns, and until then the leases'
 	// op locks stay held (their next ticks skip them).
-	ctx, cancel := context.WithDeadline(l.bgCtx, last)
+	ctx, cancel := context.WithDeadline(k.life.ctx, last)
 	sent := time.Now()
-	errs, err, stray := await(l, waitFor{ctx: ctx}, nil, func() ([]error, error) {
+	errs, err, stray := await(k.life, waitFor{ctx: ctx}, nil, func() ([]error, error) {
 		defer cancel()
-		return fallback.ExtendBatch(ctx, l.b, reqs)
-	}, func(errs []error, err error) { l.extendedChunk(live, reqs, sent, errs, err) })
+		return fallback.ExtendBatch(ctx, k.b, reqs)
+	}, func(errs []error, err error) { k.extendedChunk(live, reqs, sent, errs, err) })
 	if stray {
-		l.retryLater(live)
+		k.retryLater(live)
 		return len(live), expired, err
 	}
-	failed, first = l.extendedChunk(live, reqs, sent, errs, err)
+	failed, first = k.extendedChunk(live, reqs, sent, errs, err)
 	return failed, expired, first
 }
 
 // extendedChunk records the outcome of extendChunk's step, sent at sent,
 // for the leases live (with requests reqs), and unlocks their op locks.
 // It returns the number of failed extends and the first failure.
-func (l *Locker) extendedChunk(live []*Lease, reqs []backend.ExtendRequest, sent time.Time, errs []error, err error) (failed int, first error) {
+func (k *keeper) extendedChunk(live []*Lease, reqs []backend.ExtendRequest, sent time.Time, errs []error, err error) (failed int, first error) {
 	for i, le := range live {
 		e := err
 		if e == nil && i < len(errs) {
@@ -229,11 +258,11 @@ func (l *Locker) extendedChunk(live []*Lease, reqs []backend.ExtendRequest, sent
 		} else if e == nil {
 			e = fmt.Errorf("backend returned %d results for %d extends", len(errs), len(reqs))
 		}
-		l.observeExtend(le, e) // observer.go
+		k.obs.extend(le, e)
 		switch {
 		case e == nil:
 			le.extended(sent, reqs[i].TTL)
-			l.rekeep(le, sent)
+			k.rekeep(le, sent)
 		case errors.Is(e, backend.ErrNotHeld):
 			le.end(notHeld)
 		default:
@@ -241,7 +270,7 @@ func (l *Locker) extendedChunk(live []*Lease, reqs []backend.ExtendRequest, sent
 			if first == nil {
 				first = e
 			}
-			l.retryLater(live[i : i+1])
+			k.retryLater(live[i : i+1])
 		}
 		le.op.Unlock()
 	}
@@ -250,17 +279,17 @@ func (l *Locker) extendedChunk(live []*Lease, reqs []backend.ExtendRequest, sent
 
 // retryLater schedules the next extend of leases after a failure: half a
 // period, at most a heartbeat interval, from now.
-func (l *Locker) retryLater(leases []*Lease) {
+func (k *keeper) retryLater(leases []*Lease) {
 	for _, le := range leases {
-		l.retryIn(le, min(le.every/2, l.heartbeat))
+		k.retryIn(le, min(le.every/2, k.heartbeat))
 	}
 }
 
 // retryIn moves a kept-alive lease's next extend to d from now.
-func (l *Locker) retryIn(le *Lease, d time.Duration) {
-	l.mu.Lock()
-	if _, ok := l.kept[le]; ok {
+func (k *keeper) retryIn(le *Lease, d time.Duration) {
+	k.mu.Lock()
+	if _, ok := k.kept[le]; ok {
 		le.due = time.Now().Add(d)
 	}
-	l.mu.Unlock()
+	k.mu.Unlock()
 }

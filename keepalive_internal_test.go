@@ -75,26 +75,26 @@ func TestKeepAliveTickAfterReleaseLogsNothing(t *testing.T) {
 	le.state = released
 	le.closeLost()
 	le.mu.Unlock()
-	l.mu.Lock()
+	l.keeper.mu.Lock()
 	le.due = time.Now()
-	l.mu.Unlock()
-	l.extendDue()
+	l.keeper.mu.Unlock()
+	l.keeper.extendDue()
 
 	// extendChunk: the tick holds a lease that was released since.
 	le = acquire("b")
 	if err := le.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if failed, expired, err := l.extendChunk([]*Lease{le}, time.Now().Add(time.Second)); failed != 0 || expired != 0 || err != nil {
+	if failed, expired, err := l.keeper.extendChunk([]*Lease{le}, time.Now().Add(time.Second)); failed != 0 || expired != 0 || err != nil {
 		t.Errorf("extendChunk of a released lease: %d failed, %d expired, %v; want nothing", failed, expired, err)
 	}
 
 	if msgs := warns.messages(); len(msgs) > 0 {
 		t.Errorf("keep-alive ticks that met released leases logged %q; want nothing", msgs)
 	}
-	l.mu.Lock()
-	kept := len(l.kept)
-	l.mu.Unlock()
+	l.keeper.mu.Lock()
+	kept := len(l.keeper.kept)
+	l.keeper.mu.Unlock()
 	if kept != 0 {
 		t.Errorf("%d released leases still kept alive; want none", kept)
 	}

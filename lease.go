@@ -15,7 +15,7 @@ type Lease struct {
 	id    string
 	token string
 	fence uint64
-	since time.Time // when the acquire was sent: hold time (observer.go)
+	since time.Time // when the acquire was sent: the start of the hold time
 
 	op sync.Mutex // serialises Release and Extend, so Release is idempotent
 
@@ -27,7 +27,7 @@ type Lease struct {
 	lost       chan struct{} // made on the first call of Lost
 	timer      *time.Timer   // closes lost at validUntil
 
-	// Keep-alive, guarded by Locker.mu: every is the period (0 = not kept
+	// Keep-alive, guarded by keeper.mu: every is the period (0 = not kept
 	// alive), due the time of the next extend.
 	every time.Duration
 	due   time.Time
@@ -189,7 +189,7 @@ func (le *Lease) current() leaseState {
 // end records that the lease ended: released, or found not held. Only a
 // held lease changes state. It also stops its keep-alive.
 func (le *Lease) end(s leaseState) {
-	le.l.observeEnd(le, s) // observer.go
+	le.l.observeEnd(le, s)
 	le.mu.Lock()
 	if le.state == held {
 		if s == notHeld && le.lostAt.IsZero() {
@@ -199,7 +199,7 @@ func (le *Lease) end(s leaseState) {
 	}
 	le.closeLost()
 	le.mu.Unlock()
-	le.l.unkeep(le)
+	le.l.keeper.unkeep(le)
 }
 
 // Release releases the lock and wakes the head of its queue. It is
@@ -229,7 +229,7 @@ func (le *Lease) release(w waitFor, g *grace, sctx context.Context, done func())
 	if w.inline() {
 		err = le.releaseStep(sctx, done)
 	} else {
-		_, err, pending = await(le.l, w, g, func() (struct{}, error) { return struct{}{}, le.releaseStep(sctx, done) }, nil)
+		_, err, pending = await(le.l.life, w, g, func() (struct{}, error) { return struct{}{}, le.releaseStep(sctx, done) }, nil)
 	}
 	return wrap(w.ctx, "release", le.id, err), pending
 }
@@ -277,7 +277,7 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if w := (waitFor{ctx: ctx}); w.inline() {
 		err = le.extendStep(ctx, ttl)
 	} else {
-		_, err, _ = await(le.l, w, nil, func() (struct{}, error) { return struct{}{}, le.extendStep(ctx, ttl) }, nil)
+		_, err, _ = await(le.l.life, w, nil, func() (struct{}, error) { return struct{}{}, le.extendStep(ctx, ttl) }, nil)
 	}
 	return wrap(ctx, "extend", le.id, err)
 }
@@ -291,11 +291,11 @@ func (le *Lease) extendStep(ctx context.Context, ttl time.Duration) error {
 	}
 	sent := time.Now()
 	err := le.l.b.Extend(ctx, le.id, le.token, ttl)
-	le.l.observeExtend(le, err) // observer.go
+	le.l.obs.extend(le, err)
 	switch {
 	case err == nil:
 		le.extended(sent, ttl)
-		le.l.rekeep(le, sent)
+		le.l.keeper.rekeep(le, sent)
 	case errors.Is(err, backend.ErrNotHeld):
 		le.end(notHeld)
 	}

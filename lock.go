@@ -82,7 +82,6 @@ package lock
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -147,25 +146,14 @@ type Locker struct {
 	resolution   time.Duration
 	handsOff     bool // the backend grants by hand-off (backend.HandOffer)
 	log          *slog.Logger
-	done         chan struct{}   // closed by Close
-	bgCtx        context.Context // cancelled by Close: background steps
-	bgCancel     context.CancelFunc
-	obs          *observer // nil without an Observer (observer.go)
+	obs          *observer // nil without an Observer
 
-	mu        sync.Mutex
-	closed    bool
-	ids       map[string]*idWaiters
-	hbRunning bool
-	kept      map[*Lease]struct{} // kept-alive leases
-	kaRunning bool
-	kaNext    time.Time      // when the keep-alive loop wakes next
-	kaKick    chan struct{}  // a lease due before kaNext was added to kept
-	bg        sync.WaitGroup // the heartbeat and keep-alive goroutines, subscribes in flight
-	calls     sync.WaitGroup // calls in flight, waited for by Close
-	idle      sync.WaitGroup // linger timers of idle subscriptions
-	steps     tracker        // steps no caller waits for any more (await.go)
-	closeErr  error
+	life   *lifecycle // calls in flight, stray steps, Close
+	room   *room      // waiters, their subscriptions and heartbeats
+	keeper *keeper    // kept-alive leases
+
 	closeOnce sync.Once
+	closeErr  error
 }
 
 // New returns a Locker over b; opts may be nil. It checks its input before
@@ -189,12 +177,9 @@ func New(b backend.Backend, opts *Options) (*Locker, error) {
 	o.WaiterTimeout = cmp.Or(o.WaiterTimeout, defaultWaiterTimeout)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	wt := o.WaiterTimeout.Truncate(res)
-	obs, b := newObserver(o.Observer, b) // observer.go: b reports its steps
-	bgCtx, bgCancel := context.WithCancel(context.Background())
+	obs, b := newObserver(o.Observer, b) // b reports its steps to obs
+	life := newLifecycle()
 	return &Locker{
-		bgCtx:        bgCtx,
-		bgCancel:     bgCancel,
-		obs:          obs,
 		b:            b,
 		queueTimeout: o.QueueTimeout,
 		tick:         o.BatchTick,
@@ -203,10 +188,10 @@ func New(b backend.Backend, opts *Options) (*Locker, error) {
 		resolution:   res,
 		handsOff:     fallback.HandsOff(b),
 		log:          o.Logger,
-		done:         make(chan struct{}),
-		ids:          make(map[string]*idWaiters),
-		kept:         make(map[*Lease]struct{}),
-		kaKick:       make(chan struct{}, 1),
+		obs:          obs,
+		life:         life,
+		room:         newRoom(b, wt, o.Logger, obs, life),
+		keeper:       newKeeper(b, wt/3, o.Logger, obs, life),
 	}, nil
 }
 
@@ -258,15 +243,10 @@ func (o *Options) check(res time.Duration) error {
 // http.Server.Shutdown from a handler, it would wait for itself).
 func (l *Locker) Close() error {
 	l.closeOnce.Do(func() {
-		l.mu.Lock()
-		l.closed = true
-		close(l.done)
-		l.bgCancel()
-		l.mu.Unlock()
-		l.calls.Wait()
-		l.bg.Wait()
-		l.dropAllIdle()
-		if n := l.steps.wait(closeWait); n > 0 {
+		l.life.shut()
+		l.room.close()
+		l.keeper.close()
+		if n := l.life.steps.wait(closeWait); n > 0 {
 			l.log.Warn("lock: closing with backend steps still running in the client; they end when the client returns, and what they left expires on its own",
 				"steps", n, "waited", closeWait)
 		}
@@ -276,14 +256,7 @@ func (l *Locker) Close() error {
 }
 
 // begin registers a call in flight; it fails once the Locker is closed.
-func (l *Locker) begin() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return ErrClosed
-	}
-	l.calls.Add(1)
-	return nil
-}
+func (l *Locker) begin() error { return l.life.begin() }
 
-func (l *Locker) end() { l.calls.Done() }
+// end ends a call that begin registered.
+func (l *Locker) end() { l.life.end() }

@@ -101,23 +101,23 @@ func TestWakeWithoutTokenGoesToEarliestLocalWaiter(t *testing.T) {
 	mk := func(tok string, ticket uint64) *waiter {
 		return &waiter{id: "x", token: tok, ticket: ticket, wake: func() { woken[tok]++ }}
 	}
-	l.ids["x"] = &idWaiters{waiters: map[*waiter]struct{}{
+	l.room.ids["x"] = &idWaiters{waiters: map[*waiter]struct{}{
 		mk("late", 9): {}, mk("early", 3): {}, mk("mid", 5): {},
 	}, ready: make(chan struct{})}
-	l.onWake(backend.Wake{ID: "x"})
+	l.room.onWake(backend.Wake{ID: "x"})
 	if woken["early"] != 1 || woken["mid"] != 0 || woken["late"] != 0 {
 		t.Fatalf("woken = %v; want only the earliest ticket", woken)
 	}
-	l.onWake(backend.Wake{ID: "x", Token: "late"})
+	l.room.onWake(backend.Wake{ID: "x", Token: "late"})
 	if woken["late"] != 1 || woken["mid"] != 0 {
 		t.Fatalf("woken = %v; want the named waiter", woken)
 	}
-	l.onWake(backend.Wake{ID: "x", All: true})
+	l.room.onWake(backend.Wake{ID: "x", All: true})
 	if woken["early"] != 2 || woken["mid"] != 1 || woken["late"] != 2 {
 		t.Fatalf("woken = %v; want every waiter for Wake.All", woken)
 	}
-	l.onWake(backend.Wake{ID: "other", All: true}) // no waiters: nothing happens
-	delete(l.ids, "x")
+	l.room.onWake(backend.Wake{ID: "other", All: true}) // no waiters: nothing happens
+	delete(l.room.ids, "x")
 }
 
 // An uncontended Acquire+Release costs exactly two backend steps, and no

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"sync"
+	"slices"
 	"time"
 
 	"github.com/redislocker/lock/backend"
@@ -108,12 +108,14 @@ func checkIDs(ids []string) error {
 // manyItem is one id of an AcquireMany call.
 type manyItem struct {
 	idx     int
-	w       *waiter
-	due     time.Time // retry then even without a wake-up (holder's TTL); zero = no timer
-	dirty   bool      // woken since the last retry; guarded by many.mu
-	pending bool
+	wt      *wait
+	pending bool   // neither granted nor given up on
+	lease   *Lease // granted, not yet shown
 }
 
+// many is one AcquireMany call: the driver of its ids' waits. It sends
+// their steps in batches, one per BatchTick, and takes their grants by
+// hand-off as they come.
 type many struct {
 	l     *Locker
 	ttl   time.Duration
@@ -124,30 +126,25 @@ type many struct {
 	noWait       bool
 	queueTimeout time.Duration
 
-	mu      sync.Mutex
 	items   []*manyItem
-	granted []*Lease // granted but not yet shown
-	unsent  bool     // round 1 failed before it reached the store
+	granted []*manyItem   // granted but not yet shown
+	unsent  bool          // round 1 failed before it reached the store
+	poke    chan struct{} // a grant by hand-off came
 
-	g     grace         // of the call's waits once ctx ended (await.go)
+	g     grace         // of the call's waits once ctx ended
 	stray chan struct{} // closed when a step the caller stopped waiting for returns; nil if none
 }
 
 func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error) bool) {
-	l := m.l
+	m.poke = make(chan struct{}, 1)
+	deadline := m.start.Add(m.queueTimeout)
 	m.items = make([]*manyItem, len(ids))
 	for i, id := range ids {
-		it := &manyItem{idx: i, pending: true}
 		tok := m.token
 		if tok == "" {
 			tok = newToken()
 		}
-		it.w = &waiter{id: id, token: tok, wake: func() {
-			m.mu.Lock()
-			it.dirty = true
-			m.mu.Unlock()
-		}}
-		m.items[i] = it
+		m.items[i] = &manyItem{idx: i, pending: true, wt: m.l.newWait(id, tok, m.ttl, deadline, m.poke, true)}
 	}
 	shown := false
 	defer func() {
@@ -155,154 +152,244 @@ func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error
 			m.abandon(ctx)
 		}
 	}()
-
 	// Round 1: a plain batched try of every id. If it never reached the
 	// store, nothing is there to clean up.
-	if err := m.step(ctx, m.items, false); err != nil {
+	if err := m.try(ctx); err != nil {
 		m.unsent = fallback.Unsent(err)
 		yield(Snapshot{}, err)
 		return
 	}
 	if m.noWait {
-		s := Snapshot{Acquired: m.granted}
-		for _, it := range m.pendingItems(nil, false) {
-			s.NotAcquired = append(s.NotAcquired, it.w.id)
-			it.pending = false
-		}
-		m.granted = nil
 		shown = true
-		if len(s.Acquired) > 0 || len(s.NotAcquired) > 0 {
-			yield(s, nil)
-		}
+		m.giveUp(ctx, yield)
 		return
 	}
 	// Round 2: subscribe for the rest, then queue them in one batch.
-	rest := m.pendingItems(nil, false)
-	for _, it := range rest {
-		if err := l.register(ctx, it.w); err != nil {
-			yield(Snapshot{}, err)
-			return
-		}
+	if err := m.join(ctx); err != nil {
+		yield(Snapshot{}, err)
+		return
 	}
-	if len(rest) > 0 {
-		if err := m.step(ctx, rest, true); err != nil {
-			yield(Snapshot{}, err)
-			return
-		}
-	}
-
-	queueTimer := time.NewTimer(m.queueTimeout - time.Since(m.start))
-	defer queueTimer.Stop()
-	ticker := time.NewTicker(l.tick)
-	defer ticker.Stop()
-	for {
-		if len(m.granted) > 0 {
-			s := Snapshot{Acquired: m.granted}
-			m.granted = nil
-			if !yield(s, nil) {
-				return // the deferred abandon leaves the queues
-			}
-		}
-		if len(m.pendingItems(nil, false)) == 0 {
-			shown = true
-			return
-		}
-		select {
-		case <-ticker.C:
-			if due := m.pendingItems(nil, true); len(due) > 0 {
-				if err := m.step(ctx, due, true); err != nil {
-					yield(Snapshot{}, err)
-					return
-				}
-			}
-		case <-queueTimer.C:
-			var timedOut []string
-			for _, it := range m.pendingItems(nil, false) {
-				timedOut = append(timedOut, it.w.id)
-			}
-			s := Snapshot{Acquired: m.granted, NotAcquired: timedOut}
-			m.granted = nil
-			m.abandon(ctx)
-			shown = true
-			yield(s, nil)
-			return
-		case <-ctx.Done():
-			yield(Snapshot{}, wrap(ctx, "acquire many", "", ctx.Err()))
-			return
-		case <-l.done:
-			yield(Snapshot{}, wrap(ctx, "acquire many", "", ErrClosed))
-			return
-		}
-	}
+	shown = m.wait(ctx, yield)
 }
 
-// pendingItems appends to dst the pending items; with onlyDue, only those
-// woken since their last step or whose holder timer is due.
-func (m *many) pendingItems(dst []*manyItem, onlyDue bool) []*manyItem {
-	now := time.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, it := range m.items {
-		if !it.pending {
-			continue
-		}
-		if onlyDue && !it.dirty && (it.due.IsZero() || now.Before(it.due)) {
-			continue
-		}
-		dst = append(dst, it)
+// try is round 1: one batched plain try of every id.
+func (m *many) try(ctx context.Context) error {
+	reqs := make([]backend.AcquireRequest, len(m.items))
+	for i, it := range m.items {
+		reqs[i] = m.l.request(it.wt.w.id, it.wt.w.token, m.ttl, false)
 	}
-	return dst
-}
-
-// step runs one batched acquire step for items and records the outcome. On
-// error the batch's outcome is unknown; the caller abandons everything.
-func (m *many) step(ctx context.Context, items []*manyItem, wait bool) error {
-	l := m.l
-	reqs := make([]backend.AcquireRequest, len(items))
-	for i, it := range items {
-		reqs[i] = backend.AcquireRequest{ID: it.w.id, Token: it.w.token, TTL: m.ttl, Wait: wait, WaiterTTL: l.waiterTTL}
-	}
-	m.mu.Lock()
-	for _, it := range items {
-		it.dirty = false
-	}
-	m.mu.Unlock()
 	sent := time.Now()
 	res, err := m.batch(ctx, reqs)
-	if err == nil && len(res) != len(reqs) {
-		err = fmt.Errorf("backend returned %d results for %d requests", len(res), len(reqs))
-	}
 	if err != nil {
 		return wrap(ctx, "acquire many", "", err)
 	}
 	for i, r := range res {
-		it := items[i]
+		it := m.items[i]
 		if r.Err != nil {
-			return wrap(ctx, "acquire", it.w.id, r.Err)
+			return wrap(ctx, "acquire", it.wt.w.id, r.Err)
 		}
 		if r.Acquired {
-			m.mu.Lock()
-			it.pending = false
-			m.mu.Unlock()
-			if wait {
-				l.unregister(it.w)
-			}
-			le := l.newLease(it.w.id, it.w.token, sent, m.ttl, r.Grant)
-			if m.every > 0 {
-				l.keepAlive(le, m.every)
-			}
-			m.granted = append(m.granted, le)
-			continue
-		}
-		if wait {
-			l.setTicket(it.w, r.Ticket)
-		}
-		it.due = time.Time{}
-		if r.Head && r.HolderTTL > 0 {
-			it.due = sent.Add(r.HolderTTL + l.resolution)
+			m.grant(it, m.l.newLease(it.wt.w.id, it.wt.w.token, sent, m.ttl, r.Grant))
 		}
 	}
 	return nil
+}
+
+// join registers the pending ids' waits (subscribing before the check,
+// L1) and runs their first waiting step, in one batch.
+func (m *many) join(ctx context.Context) error {
+	for _, it := range m.items {
+		if !it.pending {
+			continue
+		}
+		if err := m.l.room.register(ctx, &it.wt.w); err != nil {
+			return err
+		}
+	}
+	return m.tick(ctx)
+}
+
+// wait runs the queued ids' waits until every id is granted or given up
+// on, yielding what is granted. It reports whether everything the call
+// holds was shown (otherwise abandon must release it).
+func (m *many) wait(ctx context.Context, yield func(Snapshot, error) bool) (shown bool) {
+	queueTimer := time.NewTimer(time.Until(m.start.Add(m.queueTimeout)))
+	defer queueTimer.Stop()
+	ticker := time.NewTicker(m.l.tick)
+	defer ticker.Stop()
+	for {
+		if len(m.granted) > 0 && !yield(Snapshot{Acquired: m.shown()}, nil) {
+			return false // the deferred abandon leaves the queues
+		}
+		if m.pending() == 0 {
+			return true
+		}
+		var err error
+		select {
+		case <-ticker.C:
+			err = m.tick(ctx)
+		case <-m.poke:
+			m.takeHandOffs()
+		case <-queueTimer.C:
+			m.giveUp(ctx, yield)
+			return true
+		case <-ctx.Done():
+			err = wrap(ctx, "acquire many", "", ctx.Err())
+		case <-m.l.life.done:
+			err = wrap(ctx, "acquire many", "", ErrClosed)
+		}
+		if err != nil {
+			yield(Snapshot{}, err)
+			return false
+		}
+	}
+}
+
+// tick asks each pending id's wait what to do: takes the grants by
+// hand-off, and runs the steps due in one batch. A wait whose retries are
+// over ends the call with its last failure.
+func (m *many) tick(ctx context.Context) error {
+	now := time.Now()
+	var due []*manyItem
+	for _, it := range m.items {
+		if !it.pending {
+			continue
+		}
+		switch mv, le := it.wt.next(now); mv {
+		case moveHanded:
+			m.grant(it, le)
+		case moveStep:
+			if err := it.wt.over(); err != nil {
+				return wrap(ctx, "acquire", it.wt.w.id, err)
+			}
+			due = append(due, it)
+		}
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	return m.step(ctx, due)
+}
+
+// takeHandOffs takes the grants by hand-off that came: no step.
+func (m *many) takeHandOffs() {
+	for _, it := range m.items {
+		if it.pending {
+			if le := it.wt.takeHandOff(); le != nil {
+				m.grant(it, le)
+			}
+		}
+	}
+}
+
+// step runs one batched waiting step for items and gives each wait its
+// outcome. While some of them retry failed steps, the step is bounded by
+// the earliest end of their runs.
+func (m *many) step(ctx context.Context, items []*manyItem) error {
+	reqs := make([]backend.AcquireRequest, len(items))
+	var end time.Time
+	for i, it := range items {
+		reqs[i] = it.wt.request()
+		if e := it.wt.runEnd(); !e.IsZero() && (end.IsZero() || e.Before(end)) {
+			end = e
+		}
+	}
+	sctx, cancel := boundTo(ctx, end)
+	defer cancel()
+	sent := time.Now()
+	res, err := m.batch(sctx, reqs)
+	if m.stray != nil {
+		return wrap(ctx, "acquire many", "", err)
+	}
+	retrying := 0
+	var first error
+	for i, it := range items {
+		var g backend.Grant
+		e := err
+		if e == nil {
+			g, e = res[i].Grant, res[i].Err
+		}
+		e = it.wt.cut(ctx, sctx, e)
+		le, began, ferr := it.wt.stepped(ctx, sent, g, e)
+		switch {
+		case ferr != nil && err != nil:
+			return wrap(ctx, "acquire many", "", ferr)
+		case ferr != nil:
+			return wrap(ctx, "acquire", it.wt.w.id, ferr)
+		case le != nil:
+			m.grant(it, le)
+		case began:
+			retrying++
+			first = cmp.Or(first, e)
+		}
+	}
+	if retrying > 0 {
+		m.l.log.Warn("lock: an AcquireMany step failed; retrying with the same tokens while the queue entries live",
+			"ids", retrying, "err", first, "for", m.l.waiterTTL)
+	}
+	return nil
+}
+
+// grant records it's lease: shown at the next yield, and kept alive from
+// now if asked.
+func (m *many) grant(it *manyItem, le *Lease) {
+	it.pending = false
+	it.lease = le
+	m.l.room.unregister(&it.wt.w)
+	if m.every > 0 {
+		m.l.keeper.keepAlive(le, m.every)
+	}
+	m.granted = append(m.granted, it)
+}
+
+// shown returns the leases granted since the last yield, in the order of
+// the ids, and forgets them: they are the caller's now.
+func (m *many) shown() []*Lease {
+	if len(m.granted) == 0 {
+		return nil
+	}
+	slices.SortFunc(m.granted, func(a, b *manyItem) int { return a.idx - b.idx })
+	les := make([]*Lease, len(m.granted))
+	for i, it := range m.granted {
+		les[i] = it.lease
+		it.lease = nil
+	}
+	m.granted = nil
+	return les
+}
+
+// pending returns the number of ids neither granted nor given up on.
+func (m *many) pending() int {
+	n := 0
+	for _, it := range m.items {
+		if it.pending {
+			n++
+		}
+	}
+	return n
+}
+
+// giveUp ends the call without the pending ids: with NoWait, which did
+// not queue them, or at the queue timeout, when they leave their queues.
+// The last snapshot lists them in NotAcquired, with the leases not yet
+// shown. No snapshot is empty.
+func (m *many) giveUp(ctx context.Context, yield func(Snapshot, error) bool) {
+	s := Snapshot{Acquired: m.shown()}
+	for _, it := range m.items {
+		if it.pending {
+			s.NotAcquired = append(s.NotAcquired, it.wt.w.id)
+		}
+	}
+	if m.noWait {
+		for _, it := range m.items {
+			it.pending = false
+		}
+	} else {
+		m.abandon(ctx)
+	}
+	if len(s.Acquired) > 0 || len(s.NotAcquired) > 0 {
+		yield(s, nil)
+	}
 }
 
 // abandon releases every lease not yet shown and leaves every queue, by
@@ -311,17 +398,18 @@ func (m *many) step(ctx context.Context, items []*manyItem, wait bool) error {
 func (m *many) abandon(ctx context.Context) {
 	l := m.l
 	var ws []backend.Waiter
-	for _, le := range m.granted {
-		ws = append(ws, backend.Waiter{ID: le.id, Token: le.token})
-		le.end(released) // by the Leave below, or at its TTL; never shown
+	for _, it := range m.granted {
+		ws = append(ws, backend.Waiter{ID: it.lease.id, Token: it.lease.token})
+		it.lease.end(released) // by the Leave below, or at its TTL; never shown
 	}
 	m.granted = nil
-	for _, it := range m.pendingItems(nil, false) {
-		ws = append(ws, backend.Waiter{ID: it.w.id, Token: it.w.token})
-		l.unregister(it.w)
-		m.mu.Lock()
+	for _, it := range m.items {
+		if !it.pending {
+			continue
+		}
+		ws = append(ws, backend.Waiter{ID: it.wt.w.id, Token: it.wt.w.token})
+		l.room.unregister(&it.wt.w)
 		it.pending = false
-		m.mu.Unlock()
 	}
 	if len(ws) == 0 || m.unsent {
 		return
@@ -330,7 +418,7 @@ func (m *many) abandon(ctx context.Context) {
 		// A step the caller stopped waiting for may still enqueue or
 		// grant: leave after it returns, in the background.
 		stray := m.stray
-		l.goStep(func() {
+		l.life.goStep(func() {
 			<-stray
 			cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 			defer cancel()
@@ -341,7 +429,7 @@ func (m *many) abandon(ctx context.Context) {
 	// Waited for while ctx lives (and for the rest of the grace once it
 	// ended), like Acquire's cleanup.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	_, err, stray := await(l, waitFor{ctx: ctx, bound: cctx}, &m.g, func() (struct{}, error) {
+	_, err, stray := await(l.life, waitFor{ctx: ctx, bound: cctx}, &m.g, func() (struct{}, error) {
 		defer cancel()
 		return struct{}{}, fallback.LeaveBatch(cctx, l.b, ws)
 	}, func(_ struct{}, err error) { m.cleanupFailed(len(ws), err) })
@@ -362,19 +450,28 @@ func (m *many) cleanupFailed(n int, err error) {
 // batch runs one batched acquire step, waited for while ctx lives (and the
 // Locker is open; see await). A step the caller stopped waiting for goes
 // on in the background, and closes m.stray when it returns: the call is
-// over then, and abandon leaves every queue after it.
+// over then, and abandon leaves every queue after it. A batch whose
+// results do not match its requests is a failure.
 func (m *many) batch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
 	l := m.l
 	w := waitFor{ctx: ctx, close: true}
+	var res []backend.BatchGrant
+	var err error
 	if w.inline() {
-		return fallback.AcquireBatch(ctx, l.b, reqs)
+		res, err = fallback.AcquireBatch(ctx, l.b, reqs)
+	} else {
+		done := make(chan struct{})
+		var stray bool
+		res, err, stray = await(l.life, w, &m.g, func() ([]backend.BatchGrant, error) {
+			return fallback.AcquireBatch(ctx, l.b, reqs)
+		}, func([]backend.BatchGrant, error) { close(done) })
+		if stray {
+			m.stray = done
+			return nil, err
+		}
 	}
-	done := make(chan struct{})
-	res, err, stray := await(l, w, &m.g, func() ([]backend.BatchGrant, error) {
-		return fallback.AcquireBatch(ctx, l.b, reqs)
-	}, func([]backend.BatchGrant, error) { close(done) })
-	if stray {
-		m.stray = done
+	if err == nil && len(res) != len(reqs) {
+		err = fmt.Errorf("backend returned %d results for %d requests", len(res), len(reqs))
 	}
 	return res, err
 }

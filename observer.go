@@ -212,19 +212,19 @@ func (l *Locker) observeDoLost(le *Lease, lost bool, releaseErr error) {
 	l.obs.o.Observe(Event{Kind: EventLeaseLost, ID: le.id, Fence: le.fence, Err: ErrLeaseLost})
 }
 
-// observeExtend reports an Extend that reached the backend.
-func (l *Locker) observeExtend(le *Lease, err error) {
-	if l.obs == nil {
+// extend reports an Extend that reached the backend; o may be nil.
+func (o *observer) extend(le *Lease, err error) {
+	if o == nil {
 		return
 	}
-	l.obs.o.Observe(Event{Kind: EventExtend, ID: le.id, Fence: le.fence, Err: err})
+	o.o.Observe(Event{Kind: EventExtend, ID: le.id, Fence: le.fence, Err: err})
 }
 
-// observeWaiters reports a waiter added (+1) or removed (-1).
-func (l *Locker) observeWaiters(id string, delta int) {
-	if l.obs == nil {
+// waitersChanged reports a waiter added (+1) or removed (-1); o may be nil.
+func (o *observer) waitersChanged(id string, delta int) {
+	if o == nil {
 		return
 	}
-	n := l.obs.waiters.Add(int64(delta))
-	l.obs.o.Observe(Event{Kind: EventWaiters, ID: id, Waiters: int(n), Delta: delta})
+	n := o.waiters.Add(int64(delta))
+	o.o.Observe(Event{Kind: EventWaiters, ID: id, Waiters: int(n), Delta: delta})
 }

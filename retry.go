@@ -33,27 +33,6 @@ func (r *retries) failed(alive time.Time, err error) bool {
 	return true
 }
 
-// setRefreshed records that a step sent at sent found w queued.
-func (l *Locker) setRefreshed(w *waiter, sent time.Time) {
-	l.mu.Lock()
-	if sent.After(w.refreshed) {
-		w.refreshed = sent
-	}
-	l.mu.Unlock()
-}
-
-// liveSince returns when w's entry was last known alive: the send time of
-// the last step or heartbeat that found it queued, or failed (the send
-// time of a failed step) when none did.
-func (l *Locker) liveSince(w *waiter, failed time.Time) time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if w.refreshed.IsZero() {
-		return failed
-	}
-	return w.refreshed
-}
-
 // over reports whether the run has lasted ttl: the caller gives up.
 func (r *retries) over(ttl time.Duration) bool {
 	return !r.failing.IsZero() && time.Since(r.failing) >= ttl
@@ -67,12 +46,22 @@ func (r *retries) wait(ttl, most time.Duration) time.Duration {
 	return max(d, 0)
 }
 
-// bound returns ctx with the run's end as its deadline while a run lasts.
-func (r *retries) bound(ctx context.Context, ttl time.Duration) (context.Context, context.CancelFunc) {
+// end returns when the run ends (it lasts ttl), or the zero time when
+// none runs.
+func (r *retries) end(ttl time.Duration) time.Time {
 	if r.failing.IsZero() {
+		return time.Time{}
+	}
+	return r.failing.Add(ttl)
+}
+
+// boundTo returns ctx with end as its deadline, or ctx itself when end is
+// zero.
+func boundTo(ctx context.Context, end time.Time) (context.Context, context.CancelFunc) {
+	if end.IsZero() {
 		return ctx, func() {}
 	}
-	return context.WithDeadline(ctx, r.failing.Add(ttl))
+	return context.WithDeadline(ctx, end)
 }
 
 // cut returns err, or, when the run's deadline (not ctx) ended the step,

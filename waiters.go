@@ -2,19 +2,21 @@ package lock
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redislocker/lock/backend"
 )
 
 // waiter is one local queue entry: an Acquire call or one pending id of an
-// AcquireMany call. The Locker routes wake-ups to it and heartbeats it.
+// AcquireMany call. The room routes wake-ups to it and heartbeats it.
 type waiter struct {
 	id, token string
-	ticket    uint64     // from the last step; 0 = unknown. Guarded by Locker.mu.
-	refreshed time.Time  // send time of the last step or heartbeat that found it queued; guarded by Locker.mu
+	ticket    uint64     // from the last step; 0 = unknown. Guarded by room.mu.
+	refreshed time.Time  // send time of the last step or heartbeat that found it queued; guarded by room.mu
 	wake      func()     // must not block
-	st        *idWaiters // the state w is registered in; nil when not. Guarded by Locker.mu.
+	st        *idWaiters // the state w is registered in; nil when not. Guarded by room.mu.
 	// told, if set, takes a wake-up that tells the waiter it became the
 	// head of a held lock, with the holder's TTL (Wake.HolderTTL); without
 	// it such a wake-up calls wake. Must not block.
@@ -26,7 +28,7 @@ type waiter struct {
 	granted func(h backend.HandOff, recv time.Time)
 }
 
-// idWaiters is the Locker's state for one id with local waiters: one
+// idWaiters is the room's state for one id with local waiters: one
 // backend subscription, shared by all of them (reference counted by the
 // size of the set). Two waiting calls may share a caller-supplied token;
 // a wake-up naming it wakes both. When the last waiter leaves, the
@@ -36,18 +38,61 @@ type waiter struct {
 type idWaiters struct {
 	waiters map[*waiter]struct{}
 	ready   chan struct{} // closed once the subscription is settled
-	cancel  func()        // set before ready is closed, if subscribed; guarded by Locker.mu
+	cancel  func()        // set before ready is closed, if subscribed; guarded by room.mu
 	err     error         // set before ready is closed, if Subscribe failed
-	idle    *time.Timer   // drops the lingering subscription; guarded by Locker.mu
+	idle    *time.Timer   // drops the lingering subscription; guarded by room.mu
 }
 
-// subscribed reports whether the Locker holds a subscription to id (with
+// room is a Locker's waiter registry: its local waiters by id, one
+// backend subscription per id that routes the wake-ups to them, and the
+// heartbeat goroutine that keeps their queue entries alive while there
+// are any.
+type room struct {
+	b         backend.Backend
+	waiterTTL time.Duration
+	heartbeat time.Duration // the heartbeat interval, also the linger of an idle subscription
+	log       *slog.Logger
+	obs       *observer
+	life      *lifecycle
+
+	mu        sync.Mutex
+	ids       map[string]*idWaiters
+	hbRunning bool
+	bg        sync.WaitGroup // the heartbeat goroutine, subscribes in flight
+	idle      sync.WaitGroup // linger timers of idle subscriptions
+}
+
+func newRoom(b backend.Backend, waiterTTL time.Duration, log *slog.Logger, obs *observer, life *lifecycle) *room {
+	return &room{b: b, waiterTTL: waiterTTL, heartbeat: waiterTTL / 3, log: log, obs: obs, life: life,
+		ids: make(map[string]*idWaiters)}
+}
+
+// close waits for the heartbeat goroutine and the subscribes in flight,
+// and ends every lingering subscription. The Locker calls it once shut,
+// when no call is in flight.
+func (r *room) close() {
+	r.bg.Wait()
+	r.mu.Lock()
+	var cs []func()
+	for id, st := range r.ids {
+		r.stopIdle(st)
+		cs = append(cs, r.cancelOf(st))
+		delete(r.ids, id)
+	}
+	r.mu.Unlock()
+	for _, c := range cs {
+		c()
+	}
+	r.idle.Wait() // a timer that fired before it could be stopped
+}
+
+// subscribed reports whether the room holds a subscription to id (with
 // waiters, or lingering), so that a waiting step can skip the plain try:
 // steady-state contention then costs one step less per acquisition.
-func (l *Locker) subscribed(id string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, ok := l.ids[id]
+func (r *room) subscribed(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.ids[id]
 	return ok
 }
 
@@ -59,24 +104,24 @@ func (l *Locker) subscribed(id string) bool {
 // WaiterTimeout, never under a caller's: a caller that gives up leaves the
 // others' wait intact. A waiter whose subscription was started for another
 // waiter and failed tries again with one of its own.
-func (l *Locker) register(ctx context.Context, w *waiter) error {
+func (r *room) register(ctx context.Context, w *waiter) error {
 	for attempt := 0; ; attempt++ {
-		st, own, err := l.join(w)
+		st, own, err := r.join(w)
 		if err != nil {
 			return err
 		}
 		select {
 		case <-st.ready:
 		case <-ctx.Done():
-			l.unregister(w)
+			r.unregister(w)
 			return wrap(ctx, "subscribe", w.id, ctx.Err())
 		}
 		if st.err == nil {
 			return nil
 		}
-		l.unregister(w)
+		r.unregister(w)
 		switch {
-		case l.bgCtx.Err() != nil:
+		case r.life.ctx.Err() != nil:
 			return wrap(ctx, "subscribe", w.id, ErrClosed)
 		case own || attempt >= 2 || ctx.Err() != nil:
 			return wrap(ctx, "subscribe", w.id, st.err)
@@ -86,27 +131,27 @@ func (l *Locker) register(ctx context.Context, w *waiter) error {
 
 // join adds w to its id's state, creating it and starting its subscription
 // when w is the first; own reports that case.
-func (l *Locker) join(w *waiter) (st *idWaiters, own bool, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
+func (r *room) join(w *waiter) (st *idWaiters, own bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.life.closing() {
 		return nil, false, ErrClosed
 	}
-	st, ok := l.ids[w.id]
+	st, ok := r.ids[w.id]
 	if !ok {
 		st = &idWaiters{waiters: make(map[*waiter]struct{}, 1), ready: make(chan struct{})}
-		l.ids[w.id] = st
-		l.bg.Add(1)
-		go l.subscribe(w.id, st)
+		r.ids[w.id] = st
+		r.bg.Add(1)
+		go r.subscribe(w.id, st)
 	}
-	l.stopIdle(st) // if it already fired, dropIdle sees this waiter and keeps st
+	r.stopIdle(st) // if it already fired, dropIdle sees this waiter and keeps st
 	st.waiters[w] = struct{}{}
-	l.observeWaiters(w.id, 1) // observer.go
+	r.obs.waitersChanged(w.id, 1)
 	w.st = st
-	if !l.hbRunning {
-		l.hbRunning = true
-		l.bg.Add(1)
-		go l.heartbeatLoop()
+	if !r.hbRunning {
+		r.hbRunning = true
+		r.bg.Add(1)
+		go r.heartbeatLoop()
 	}
 	return st, !ok, nil
 }
@@ -117,10 +162,10 @@ func (l *Locker) join(w *waiter) (st *idWaiters, own bool, err error) {
 // subscription; if the subscription failed, st is dropped so that the next
 // waiter starts anew. A subscription made after the wait for it ended is
 // cancelled at once.
-func (l *Locker) subscribe(id string, st *idWaiters) {
-	defer l.bg.Done()
-	ctx, cancel := context.WithTimeout(l.bgCtx, l.waiterTTL)
-	c, err, _ := await(l, waitFor{ctx: ctx}, nil, func() (func(), error) { return l.b.Subscribe(ctx, id, l.onWake) },
+func (r *room) subscribe(id string, st *idWaiters) {
+	defer r.bg.Done()
+	ctx, cancel := context.WithTimeout(r.life.ctx, r.waiterTTL)
+	c, err, _ := await(r.life, waitFor{ctx: ctx}, nil, func() (func(), error) { return r.b.Subscribe(ctx, id, r.onWake) },
 		func(c func(), err error) {
 			if err == nil && c != nil {
 				c()
@@ -130,14 +175,14 @@ func (l *Locker) subscribe(id string, st *idWaiters) {
 	if err == nil && c == nil {
 		c = func() {}
 	}
-	l.mu.Lock()
+	r.mu.Lock()
 	st.cancel, st.err = c, err
 	close(st.ready)
-	orphan := l.ids[id] != st
+	orphan := r.ids[id] != st
 	if err != nil && !orphan {
-		delete(l.ids, id)
+		delete(r.ids, id)
 	}
-	l.mu.Unlock()
+	r.mu.Unlock()
 	if orphan && c != nil {
 		c()
 	}
@@ -146,86 +191,69 @@ func (l *Locker) subscribe(id string, st *idWaiters) {
 // unregister removes w. When it was the id's last waiter, the subscription
 // lingers for one heartbeat interval (or goes at once if it failed, is not
 // made yet, or the Locker is closing).
-func (l *Locker) unregister(w *waiter) {
-	l.mu.Lock()
+func (r *room) unregister(w *waiter) {
+	r.mu.Lock()
 	st := w.st
 	if st == nil {
-		l.mu.Unlock()
+		r.mu.Unlock()
 		return
 	}
 	delete(st.waiters, w)
-	l.observeWaiters(w.id, -1) // observer.go
+	r.obs.waitersChanged(w.id, -1)
 	w.st = nil
-	if len(st.waiters) > 0 || l.ids[w.id] != st {
-		l.mu.Unlock()
+	if len(st.waiters) > 0 || r.ids[w.id] != st {
+		r.mu.Unlock()
 		return
 	}
 	select {
 	case <-st.ready:
-		if st.err == nil && !l.closed {
-			l.idle.Add(1)
-			st.idle = time.AfterFunc(l.heartbeat, func() {
-				defer l.idle.Done()
-				l.dropIdle(w.id, st)
+		if st.err == nil && !r.life.closing() {
+			r.idle.Add(1)
+			st.idle = time.AfterFunc(r.heartbeat, func() {
+				defer r.idle.Done()
+				r.dropIdle(w.id, st)
 			})
-			l.mu.Unlock()
+			r.mu.Unlock()
 			return
 		}
 	default:
 		// The subscription is still being made; subscribe cancels it
 		// once it sees st dropped.
 	}
-	delete(l.ids, w.id)
-	c := l.cancelOf(st)
-	l.mu.Unlock()
+	delete(r.ids, w.id)
+	c := r.cancelOf(st)
+	r.mu.Unlock()
 	c()
 }
 
 // dropIdle ends a lingering subscription unless a waiter came back.
-func (l *Locker) dropIdle(id string, st *idWaiters) {
-	l.mu.Lock()
-	if l.ids[id] != st || len(st.waiters) > 0 || st.idle == nil {
-		l.mu.Unlock()
+func (r *room) dropIdle(id string, st *idWaiters) {
+	r.mu.Lock()
+	if r.ids[id] != st || len(st.waiters) > 0 || st.idle == nil {
+		r.mu.Unlock()
 		return
 	}
-	delete(l.ids, id)
-	c := l.cancelOf(st)
-	l.mu.Unlock()
+	delete(r.ids, id)
+	c := r.cancelOf(st)
+	r.mu.Unlock()
 	c()
 }
 
-// dropAllIdle ends every lingering subscription; Close calls it once no
-// call is in flight.
-func (l *Locker) dropAllIdle() {
-	l.mu.Lock()
-	var cs []func()
-	for id, st := range l.ids {
-		l.stopIdle(st)
-		cs = append(cs, l.cancelOf(st))
-		delete(l.ids, id)
-	}
-	l.mu.Unlock()
-	for _, c := range cs {
-		c()
-	}
-	l.idle.Wait() // a timer that fired before it could be stopped
-}
-
-// stopIdle stops st's linger timer; l.mu must be held. A timer stopped
+// stopIdle stops st's linger timer; r.mu must be held. A timer stopped
 // before it fired will never run, so its count is given back here.
-func (l *Locker) stopIdle(st *idWaiters) {
+func (r *room) stopIdle(st *idWaiters) {
 	if st.idle != nil {
 		if st.idle.Stop() {
-			l.idle.Done()
+			r.idle.Done()
 		}
 		st.idle = nil
 	}
 }
 
 // cancelOf returns the function that ends st's subscription, once st is
-// dropped from l.ids; l.mu must be held. A subscription still being made
+// dropped from r.ids; r.mu must be held. A subscription still being made
 // is cancelled by subscribe itself, so then it returns a no-op.
-func (l *Locker) cancelOf(st *idWaiters) func() {
+func (r *room) cancelOf(st *idWaiters) func() {
 	select {
 	case <-st.ready:
 		if st.cancel != nil {
@@ -238,10 +266,31 @@ func (l *Locker) cancelOf(st *idWaiters) func() {
 
 // setTicket records w's queue ticket, used to pick the earliest local
 // waiter when a wake-up does not name one.
-func (l *Locker) setTicket(w *waiter, t uint64) {
-	l.mu.Lock()
+func (r *room) setTicket(w *waiter, t uint64) {
+	r.mu.Lock()
 	w.ticket = t
-	l.mu.Unlock()
+	r.mu.Unlock()
+}
+
+// setRefreshed records that a step sent at sent found w queued.
+func (r *room) setRefreshed(w *waiter, sent time.Time) {
+	r.mu.Lock()
+	if sent.After(w.refreshed) {
+		w.refreshed = sent
+	}
+	r.mu.Unlock()
+}
+
+// liveSince returns when w's entry was last known alive: the send time of
+// the last step or heartbeat that found it queued, or failed (the send
+// time of a failed step) when none did.
+func (r *room) liveSince(w *waiter, failed time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w.refreshed.IsZero() {
+		return failed
+	}
+	return w.refreshed
 }
 
 // onWake routes one wake-up: to the named waiter if it is local (to its
@@ -250,10 +299,10 @@ func (l *Locker) setTicket(w *waiter, t uint64) {
 // a Wake.All; otherwise to the local waiter with the lowest known ticket
 // (waiters whose ticket is still unknown are woken too, since they may be
 // ahead).
-func (l *Locker) onWake(wk backend.Wake) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	st := l.ids[wk.ID]
+func (r *room) onWake(wk backend.Wake) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.ids[wk.ID]
 	if st == nil {
 		return
 	}
@@ -298,73 +347,73 @@ func (l *Locker) onWake(wk backend.Wake) {
 // Close). A waiter whose entry is gone (purged) or that could be granted now
 // (a lost wake-up) is woken to run its step again; so is every waiter when
 // the heartbeat fails.
-func (l *Locker) heartbeatLoop() {
-	defer l.bg.Done()
-	t := time.NewTimer(l.heartbeat)
+func (r *room) heartbeatLoop() {
+	defer r.bg.Done()
+	t := time.NewTimer(r.heartbeat)
 	defer t.Stop()
 	var batch []backend.Waiter
 	var ws []*waiter
 	for {
 		select {
 		case <-t.C:
-		case <-l.done:
-			l.mu.Lock()
-			l.hbRunning = false
-			l.mu.Unlock()
+		case <-r.life.done:
+			r.mu.Lock()
+			r.hbRunning = false
+			r.mu.Unlock()
 			return
 		}
 		batch, ws = batch[:0], ws[:0]
-		l.mu.Lock()
-		for _, st := range l.ids {
+		r.mu.Lock()
+		for _, st := range r.ids {
 			for w := range st.waiters {
 				batch = append(batch, backend.Waiter{ID: w.id, Token: w.token})
 				ws = append(ws, w)
 			}
 		}
 		if len(ws) == 0 {
-			l.hbRunning = false
-			l.mu.Unlock()
+			r.hbRunning = false
+			r.mu.Unlock()
 			return
 		}
-		l.mu.Unlock()
+		r.mu.Unlock()
 
 		// Bounded by the heartbeat interval and by Close, whatever the
 		// client does with deadlines. A stray heartbeat keeps its batch:
 		// the next one is a new slice.
-		ctx, cancel := context.WithTimeout(l.bgCtx, l.heartbeat)
+		ctx, cancel := context.WithTimeout(r.life.ctx, r.heartbeat)
 		sent := time.Now()
 		hb := batch
-		res, err, stray := await(l, waitFor{ctx: ctx}, nil, func() ([]backend.HeartbeatResult, error) {
-			return l.b.Heartbeat(ctx, hb, l.waiterTTL)
+		res, err, stray := await(r.life, waitFor{ctx: ctx}, nil, func() ([]backend.HeartbeatResult, error) {
+			return r.b.Heartbeat(ctx, hb, r.waiterTTL)
 		}, nil)
 		cancel()
 		if stray {
 			batch = nil
 		}
-		if err != nil && l.bgCtx.Err() == nil {
+		if err != nil && r.life.ctx.Err() == nil {
 			// Each waiter re-checks with its own step, and gives up when
 			// its steps keep failing for WaiterTimeout.
-			l.log.Warn("lock: heartbeat failed; waiters re-check",
+			r.log.Warn("lock: heartbeat failed; waiters re-check",
 				"waiters", len(batch), "err", err)
 			for _, w := range ws {
 				w.wake()
 			}
 		}
-		l.mu.Lock()
-		for i, r := range res {
-			if i < len(ws) && r.Queued {
+		r.mu.Lock()
+		for i, hr := range res {
+			if i < len(ws) && hr.Queued {
 				ws[i].refreshed = sent // the entry lives until sent+WaiterTimeout at least
 			}
 		}
-		l.mu.Unlock()
-		for i, r := range res {
+		r.mu.Unlock()
+		for i, hr := range res {
 			if i >= len(ws) {
 				break
 			}
-			if !r.Queued || r.Ready {
+			if !hr.Queued || hr.Ready {
 				ws[i].wake()
 			}
 		}
-		t.Reset(l.heartbeat)
+		t.Reset(r.heartbeat)
 	}
 }
