@@ -25,14 +25,18 @@ type Snapshot struct {
 }
 
 // AcquireMany takes the locks on ids, each for ttl, and streams them as they
-// are granted. Free ids are tried in one batched step; held ids are queued
-// like Acquire and woken like it, and every BatchTick the woken ones are
-// retried in one batched step. Each tick with something new yields a
-// Snapshot of the leases granted since the previous one; no snapshot is
-// empty. The sequence ends after the snapshot in which every id has been
-// acquired or given up on (NotAcquired, last snapshot only), or after one
-// error (ctx ended, backend failure, ErrClosed), which comes with an empty
-// Snapshot.
+// are granted. Free ids are tried in one batched step; held ids wait in
+// their queues like Acquire, and every BatchTick the ids that
+// are due a step (woken, or at the holder's TTL) are retried in one
+// batched step. A grant by hand-off is taken as it arrives, with no step,
+// and a failed waiting step is retried with the same token for up to
+// WaiterTimeout, as Acquire retries it. Each tick or hand-off with
+// something new yields a Snapshot of the leases granted since the
+// previous one; no snapshot is empty. The sequence ends after the
+// snapshot in which every id has been acquired or given up on
+// (NotAcquired, last snapshot only), or after one error (ctx ended, a
+// backend failure that retries did not mend, ErrClosed), which comes with
+// an empty Snapshot.
 //
 // Breaking out of the loop, or an error, leaves every queue and releases
 // every lease the caller was not shown (S7); leases already yielded stay
