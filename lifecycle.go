@@ -19,6 +19,9 @@ type lifecycle struct {
 
 	mu     sync.Mutex
 	closed bool
+
+	once     sync.Once
+	closeErr error
 }
 
 func newLifecycle() *lifecycle {
@@ -50,6 +53,13 @@ func (lc *lifecycle) shut() {
 	lc.cancel()
 	lc.mu.Unlock()
 	lc.calls.Wait()
+}
+
+// closeOnce runs f the first time it is called, and returns its
+// error then and on every later call.
+func (lc *lifecycle) closeOnce(f func() error) error {
+	lc.once.Do(func() { lc.closeErr = f() })
+	return lc.closeErr
 }
 
 // closing reports whether shut has begun.

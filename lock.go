@@ -84,7 +84,6 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/redislocker/lock/backend"
@@ -151,9 +150,6 @@ type Locker struct {
 	life   *lifecycle // calls in flight, stray steps, Close
 	room   *room      // waiters, their subscriptions and heartbeats
 	keeper *keeper    // kept-alive leases
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
 // New returns a Locker over b; opts may be nil. It checks its input before
@@ -242,7 +238,7 @@ func (o *Options) check(res time.Duration) error {
 // Do's fn or an AcquireMany loop body of the same Locker (like
 // http.Server.Shutdown from a handler, it would wait for itself).
 func (l *Locker) Close() error {
-	l.closeOnce.Do(func() {
+	return l.life.closeOnce(func() error {
 		l.life.shut()
 		l.room.close()
 		l.keeper.close()
@@ -250,9 +246,8 @@ func (l *Locker) Close() error {
 			l.log.Warn("lock: closing with backend steps still running in the client; they end when the client returns, and what they left expires on its own",
 				"steps", n, "waited", closeWait)
 		}
-		l.closeErr = l.b.Close()
+		return l.b.Close()
 	})
-	return l.closeErr
 }
 
 // begin registers a call in flight; it fails once the Locker is closed.

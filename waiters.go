@@ -344,9 +344,7 @@ func (r *room) onWake(wk backend.Wake) {
 
 // heartbeatLoop sends one batched heartbeat for every local waiter each
 // heartbeat interval, and exits when there are no waiters left (or on
-// Close). A waiter whose entry is gone (purged) or that could be granted now
-// (a lost wake-up) is woken to run its step again; so is every waiter when
-// the heartbeat fails.
+// Close).
 func (r *room) heartbeatLoop() {
 	defer r.bg.Done()
 	t := time.NewTimer(r.heartbeat)
@@ -362,58 +360,73 @@ func (r *room) heartbeatLoop() {
 			r.mu.Unlock()
 			return
 		}
-		batch, ws = batch[:0], ws[:0]
-		r.mu.Lock()
-		for _, st := range r.ids {
-			for w := range st.waiters {
-				batch = append(batch, backend.Waiter{ID: w.id, Token: w.token})
-				ws = append(ws, w)
-			}
-		}
+		batch, ws = r.waiters(batch[:0], ws[:0])
 		if len(ws) == 0 {
-			r.hbRunning = false
-			r.mu.Unlock()
 			return
 		}
-		r.mu.Unlock()
-
-		// Bounded by the heartbeat interval and by Close, whatever the
-		// client does with deadlines. A stray heartbeat keeps its batch:
-		// the next one is a new slice.
-		ctx, cancel := context.WithTimeout(r.life.ctx, r.heartbeat)
-		sent := time.Now()
-		hb := batch
-		res, err, stray := await(r.life, waitFor{ctx: ctx}, nil, func() ([]backend.HeartbeatResult, error) {
-			return r.b.Heartbeat(ctx, hb, r.waiterTTL)
-		}, nil)
-		cancel()
-		if stray {
-			batch = nil
-		}
-		if err != nil && r.life.ctx.Err() == nil {
-			// Each waiter re-checks with its own step, and gives up when
-			// its steps keep failing for WaiterTimeout.
-			r.log.Warn("lock: heartbeat failed; waiters re-check",
-				"waiters", len(batch), "err", err)
-			for _, w := range ws {
-				w.wake()
-			}
-		}
-		r.mu.Lock()
-		for i, hr := range res {
-			if i < len(ws) && hr.Queued {
-				ws[i].refreshed = sent // the entry lives until sent+WaiterTimeout at least
-			}
-		}
-		r.mu.Unlock()
-		for i, hr := range res {
-			if i >= len(ws) {
-				break
-			}
-			if !hr.Queued || hr.Ready {
-				ws[i].wake()
-			}
-		}
+		batch = r.heartbeatOnce(batch, ws)
 		t.Reset(r.heartbeat)
 	}
+}
+
+// waiters appends every local waiter to ws, and its entry to batch. With
+// none, the heartbeat goroutine is over: it is marked stopped, so that the
+// next waiter starts another.
+func (r *room) waiters(batch []backend.Waiter, ws []*waiter) ([]backend.Waiter, []*waiter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, st := range r.ids {
+		for w := range st.waiters {
+			batch = append(batch, backend.Waiter{ID: w.id, Token: w.token})
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 0 {
+		r.hbRunning = false
+	}
+	return batch, ws
+}
+
+// heartbeatOnce sends the heartbeat of batch, the entries of ws. A waiter
+// whose entry is gone (purged) or that could be granted now (a lost
+// wake-up) is woken to run its step again; so is every waiter when the
+// heartbeat fails. It returns batch for the next heartbeat, or nil when a
+// stray heartbeat keeps it.
+func (r *room) heartbeatOnce(batch []backend.Waiter, ws []*waiter) []backend.Waiter {
+	// Bounded by the heartbeat interval and by Close, whatever the client
+	// does with deadlines.
+	ctx, cancel := context.WithTimeout(r.life.ctx, r.heartbeat)
+	sent := time.Now()
+	res, err, stray := await(r.life, waitFor{ctx: ctx}, nil, func() ([]backend.HeartbeatResult, error) {
+		return r.b.Heartbeat(ctx, batch, r.waiterTTL)
+	}, nil)
+	cancel()
+	if err != nil && r.life.ctx.Err() == nil {
+		// Each waiter re-checks with its own step, and gives up when its
+		// steps keep failing for WaiterTimeout.
+		r.log.Warn("lock: heartbeat failed; waiters re-check",
+			"waiters", len(ws), "err", err)
+		for _, w := range ws {
+			w.wake()
+		}
+	}
+	r.mu.Lock()
+	for i, hr := range res {
+		if i < len(ws) && hr.Queued {
+			ws[i].refreshed = sent // the entry lives until sent+WaiterTimeout at least
+		}
+	}
+	r.mu.Unlock()
+	for i, hr := range res {
+		if i >= len(ws) {
+			break
+		}
+		if !hr.Queued || hr.Ready {
+			ws[i].wake()
+		}
+	}
+	if stray {
+		return nil
+	}
+	return batch
 }
