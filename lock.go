@@ -117,7 +117,9 @@ type Options struct {
 	// before giving up with Acquired == false. Default 30 minutes.
 	QueueTimeout time.Duration
 	// BatchTick is how often AcquireMany retries its woken ids (in one
-	// batched round trip) and yields a snapshot. Default 50 ms.
+	// batched round trip) and yields a snapshot of what they were granted;
+	// a grant by hand-off needs no step and is yielded as it comes.
+	// Default 50 ms.
 	BatchTick time.Duration
 	// WaiterTimeout is how long a queue entry lives without a heartbeat;
 	// a waiter whose process died is purged after it. The Locker sends one
