@@ -303,6 +303,14 @@ func (m *many) step(ctx context.Context, items []*manyItem) error {
 	sent := time.Now()
 	res, err := m.batch(sctx, reqs)
 	if m.stray != nil {
+		// The call ends; a step cut by a run's end reports the run's
+		// failure, as Acquire's does.
+		for _, it := range items {
+			if it.wt.r.last != nil {
+				err = it.wt.cut(ctx, sctx, err)
+				break
+			}
+		}
 		return wrap(ctx, "acquire many", "", err)
 	}
 	retrying := 0
