@@ -1,7 +1,7 @@
 package conformance_test
 
 // Deliberately broken backends, for the self-test of the suite
-// (selftest_test.go): each one wraps a memorybackend Store and breaks
+// (TestSuiteCatchesBrokenBackends): each one wraps a memorybackend Store and breaks
 // exactly one guarantee, so that the suite must fail under that property's
 // name. They implement backend.Batcher through the core's fallbacks over
 // the wrapper itself, so the breakage applies to batched steps too.
@@ -40,8 +40,7 @@ var brokenKinds = map[string][]string{
 	"queue-jump":   {"fifo-order", "try-acquire-fair"},
 	"drop-wakeups": {"wake-on-release"},
 	"repeat-fence": {"fencing"},
-	// One per planted bug of issue 11 and per property of the contract
-	// (broken_steps_test.go).
+	// One per planted bug of issue 11 and per property of the contract.
 	"wake-every-waiter":        {"wake-only-head"},
 	"wake-tail":                {"wake-only-head"},
 	"leave-no-wake":            {"wake-new-head"},

@@ -125,7 +125,7 @@ func tail(s string, n int) string {
 }
 
 // TestSuiteCatchesBrokenBackends checks that the suite can fail: each
-// deliberately broken backend of broken_test.go must fail under the property
+// deliberately broken backend (brokenKinds) must fail under the property
 // it breaks, and under no other (but those alsoFails lists), and the same
 // harness over the unbroken memorybackend must pass the whole suite (so the
 // failures come from the breakage).

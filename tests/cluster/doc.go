@@ -2,7 +2,7 @@
 // deployments. It holds tests only:
 //
 //   - conformance of both adapters on a local Redis Cluster of three
-//     masters with one replica each (env_cluster_test.go, started once per
+//     masters with one replica each (started once per
 //     test binary in about 3 s and shared by every test under its own key
 //     prefix): redisbackend on redis.ClusterClient with classic and with
 //     sharded pub/sub, rueidisbackend in Tracking mode and in PubSub mode,
