@@ -1,6 +1,8 @@
 // Package conformance is the shared test suite that every lock backend
-// runs: the guarantees of package lock (S1-S7, L1-L6, H1-H3), each as one
-// named property, checked through the real lock.Locker over the backend.
+// runs: the guarantees that the lock package doc states (S1-S7, L1-L6,
+// H1-H3), as named properties checked through the real lock.Locker over
+// the backend. The list below says what each property does; the package
+// lock doc says what each guarantee promises.
 //
 // # Running it
 //
@@ -257,7 +259,7 @@
 // ends with a summary that names each. A harness whose Limits set Strict
 // claims full conformance: each such skip fails instead.
 //
-// The suite wraps every backend in a spy (spy.go) that records the steps
+// The suite wraps every backend in a spy that records the steps
 // and wake-ups, and injects faults: lost wake-ups, a killed process, a lost
 // reply after a step took effect, a lease taken away. It forwards every
 // optional backend interface, so that each runs under the suite. It imports only the
