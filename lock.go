@@ -38,7 +38,9 @@
 //     A lease granted by hand-off maps the grant's store time to this
 //     process's clock through the waiter's last step (its send time and the
 //     store time it read), less 1000 ppm of the time between them and 2 ms,
-//     and never past the time the grant arrived plus the TTL (handoff-grant).
+//     and never past the time the grant arrived plus the TTL; the send time
+//     of the last step or heartbeat that found it queued is a floor
+//     (handoff-grant).
 //   - S3 fencing: [Lease.Fence] strictly increases per id, in grant order, also
 //     when a lease ends without a release while others wait; Extend keeps it
 //     (fencing, fence-after-idle, expiry-handoff). The Redis backends keep
