@@ -166,10 +166,10 @@
 //     timeout, cancel, Leave, AcquireMany and Do, StateLeft is empty; after
 //     a lease expired with no step since, it is empty once the store's
 //     idle bound passed (the harness's Forgetter makes it pass).
-//   - bounded-input (H3): an id of MaxIDLength+1 bytes is an *ArgumentError
-//     with no backend call. An id of exactly MaxIDLength (with braces, NUL
-//     and invalid UTF-8) works, queue hand-off included, and is not confused
-//     with an id that differs in its last byte.
+//   - bounded-input (H3): an id of MaxIDLength+1 bytes is an
+//     *backend.ArgumentError with no backend call. An id of exactly
+//     MaxIDLength (with braces, NUL and invalid UTF-8) works, queue hand-off
+//     included, and is not confused with an id that differs in its last byte.
 //   - waiter-cap (H3): with Limits.MaxWaiters stated, a full queue refuses
 //     a new waiter with ErrQueueFull (alone, in a batch, and through
 //     Locker.Acquire) and enqueues nothing, a queued waiter's retry is not
