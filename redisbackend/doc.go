@@ -44,7 +44,7 @@
 // one inbox per slot, on the id's master. The Backend keeps one pub/sub
 // connection per master that serves an id it waits on, each inbox with an
 // SSUBSCRIBE of its own (one SSUBSCRIBE may not span slots), and rebuilds
-// a connection that breaks itself: go-redis's own re-subscription sends
+// a broken connection itself: go-redis's own re-subscription sends
 // every channel in one SSUBSCRIBE, which the cluster refuses across slots.
 // A channel whose slot moves (the node sends "sunsubscribe", or answers
 // MOVED) is subscribed again on its new master once the client's slot map
