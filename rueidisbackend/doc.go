@@ -40,8 +40,8 @@
 // (no command): a wake-up sent before the process looked waits in the key.
 // The client has one connection per Redis node (PipelineMultiplex -1,
 // auto-pipelining on, no blocking pool). Do not use a Backend's client for
-// client-side caching of your own: it tracks only the inbox prefix, and a
-// user's ClientOption.OnInvalidations sees those invalidations only.
+// client-side caching of your own: it tracks only the inbox prefix
+// (Options.ClientOption lists the fields New sets).
 //
 // A lost connection or FLUSHALL is a nil invalidation ("everything"): the
 // Backend then PINGs through the client (on Cluster, every master) until
