@@ -355,3 +355,19 @@ func TestDocLinksCheck(t *testing.T) {
 		t.Errorf("brokenDocLinks = %q, %v; want %q", bad, err, want)
 	}
 }
+
+// readmeBudget is the most lines README.md may have: it is the newcomer's
+// path (what it is, install, the two commands, an API tour, the guarantees
+// table, links); everything else has a page under docs/ or a package doc.
+const readmeBudget = 200
+
+// TestReadmeLength keeps README.md within readmeBudget lines.
+func TestReadmeLength(t *testing.T) {
+	src, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(src), "\n"); n > readmeBudget {
+		t.Errorf("README.md has %d lines, more than %d: move what is not for a newcomer to docs/", n, readmeBudget)
+	}
+}
