@@ -1,9 +1,5 @@
 // Package keys maps lock ids to Redis key names.
 //
-// Every key has a TTL: nothing is left of an id at most an hour after its
-// last grant or extend (or the end of its lease, when later) and three
-// waiter TTLs after its last waiter's heartbeat.
-//
 // Every key of one id carries the same hash tag, so that one Lua script can
 // touch all of them, also on Redis Cluster:
 //
