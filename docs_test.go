@@ -2,6 +2,8 @@ package lock_test
 
 import (
 	"go/ast"
+	"go/doc"
+	"go/doc/comment"
 	"go/parser"
 	"go/scanner"
 	"go/token"
@@ -221,5 +223,151 @@ func TestDocSnippetsCheck(t *testing.T) {
 	s, err := docSnippets("p.go", src)
 	if err != nil || len(s) != 1 || !strings.Contains(s[0].code, "p.New") {
 		t.Errorf("docSnippets = %+v, %v; want the one Go block (with its ellipsis), not the table", s, err)
+	}
+}
+
+// TestDocLinks checks that every doc link ([Name], [Type.Method],
+// [pkg.Name]) of the exported doc comments of this repository's packages
+// (all four modules) names something that exists: go doc and pkgsite
+// render it as a link, where a link to a renamed or removed name would stay
+// as plain brackets, pointing nowhere.
+func TestDocLinks(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs := map[string][]*ast.File{} // by directory and package name
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "results") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			return nil // a file that does not parse fails the build anyway
+		}
+		key := filepath.Dir(path) + " (package " + f.Name.Name + ")"
+		pkgs[key] = append(pkgs[key], f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("found %d packages: the walk is broken, this test would check nothing", len(pkgs))
+	}
+	for key, files := range pkgs {
+		bad, err := brokenDocLinks(fset, files)
+		if err != nil {
+			t.Errorf("%s: %v", key, err)
+		}
+		for _, b := range bad {
+			t.Errorf("%s: %s: a doc link that names nothing in reach (a renamed or removed name, or a package this one does not import)", key, b)
+		}
+	}
+}
+
+// brokenLink matches what is left of a doc link that did not resolve: an
+// identifier or a dotted name in square brackets, not right after a word
+// (so that an index such as acks[i] is not one).
+var brokenLink = regexp.MustCompile(`(?:^|[^\w\]])(\[\*?[A-Za-z_]\w*(?:\.\w+)*\])`)
+
+// brokenDocLinks returns, as "Name: [Link]", the doc links of the exported
+// doc comments of one package's files that do not resolve; code blocks are
+// left out.
+func brokenDocLinks(fset *token.FileSet, files []*ast.File) ([]string, error) {
+	dp, err := doc.NewFromFiles(fset, files, "example.com/"+files[0].Name.Name)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	check := func(where, text string) {
+		var walk func(b comment.Block)
+		walk = func(b comment.Block) {
+			var plain strings.Builder
+			var texts []comment.Text
+			switch b := b.(type) {
+			case *comment.Paragraph:
+				texts = b.Text
+			case *comment.Heading:
+				texts = b.Text
+			case *comment.List:
+				for _, it := range b.Items {
+					for _, c := range it.Content {
+						walk(c)
+					}
+				}
+			}
+			for _, x := range texts {
+				if p, ok := x.(comment.Plain); ok {
+					plain.WriteString(string(p))
+				}
+				plain.WriteByte(' ')
+			}
+			for _, m := range brokenLink.FindAllStringSubmatch(plain.String(), -1) {
+				out = append(out, where+": "+m[1])
+			}
+		}
+		for _, b := range dp.Parser().Parse(text).Content {
+			walk(b)
+		}
+	}
+	check("package doc", dp.Doc)
+	for _, v := range append(dp.Consts, dp.Vars...) {
+		check(strings.Join(v.Names, ", "), v.Doc)
+	}
+	for _, f := range dp.Funcs {
+		check(f.Name, f.Doc)
+	}
+	for _, ty := range dp.Types {
+		check(ty.Name, ty.Doc)
+		for _, v := range append(ty.Consts, ty.Vars...) {
+			check(strings.Join(v.Names, ", "), v.Doc)
+		}
+		for _, f := range append(ty.Funcs, ty.Methods...) {
+			check(ty.Name+"."+f.Name, f.Doc)
+		}
+	}
+	return out, nil
+}
+
+// TestDocLinksCheck: the check finds a link to a name that does not exist,
+// and lets pass a link that resolves, an index expression and a code block.
+func TestDocLinksCheck(t *testing.T) {
+	src := "// Package p has [T], [T.M], [strings.Cut], acks[i] and [Gone].\n" +
+		"//\n//\tx := m[Key]\n//\ty := [Code]\npackage p\n\n" +
+		"import \"strings\"\n\n" +
+		"// T is a type; see [Missing.M].\ntype T struct{}\n\n" +
+		"// M is a method.\nfunc (T) M() { _ = strings.Cut }\n"
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "p.go", src, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := brokenDocLinks(fset, []*ast.File{f})
+	want := []string{"package doc: [Gone]", "T: [Missing.M]"}
+	if err != nil || !slices.Equal(bad, want) {
+		t.Errorf("brokenDocLinks = %q, %v; want %q", bad, err, want)
+	}
+}
+
+// readmeBudget is the most lines README.md may have: it is the newcomer's
+// path (what it is, install, the two commands, an API tour, the guarantees
+// table, links); everything else has a page under docs/ or a package doc.
+const readmeBudget = 200
+
+// TestReadmeLength keeps README.md within readmeBudget lines.
+func TestReadmeLength(t *testing.T) {
+	src, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(src), "\n"); n > readmeBudget {
+		t.Errorf("README.md has %d lines, more than %d: move what is not for a newcomer to docs/", n, readmeBudget)
 	}
 }

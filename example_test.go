@@ -149,7 +149,7 @@ func Example_redis() {
 	}
 	locker, err := lock.New(b, nil) // nil options: QueueTimeout 30 min, BatchTick 50 ms, WaiterTimeout 15 s, slog.Default()
 	if err != nil {
-		log.Fatal(err) // bad options: an *lock.ArgumentError naming the field
+		log.Fatal(err) // bad options: an *backend.ArgumentError naming the field
 	}
 	defer locker.Close() // closes b (not client), before client.Close runs
 
@@ -201,8 +201,8 @@ func (db *invoices) Exec(_ context.Context, _ string, total int, fence uint64) (
 	return 1, nil
 }
 
-// Example_fencing is the README's fenced write: only the resource can turn
-// away the late write of a holder whose lease ended.
+// Example_fencing is the fenced write of docs/deployment.md: only the
+// resource can turn away the late write of a holder whose lease ended.
 func Example_fencing() {
 	ctx := context.Background()
 	b, _ := memorybackend.New(nil) // nil options never fail

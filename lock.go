@@ -22,62 +22,81 @@
 //
 // # Guarantees
 //
-// Each guarantee is a named property of the conformance suite, which every
-// backend passes.
+// This is the one statement of the guarantees. Each is checked by named
+// properties of the conformance suite (in parentheses), which every
+// backend passes; docs/deployment.md in the repository says where they end
+// (restarts, failovers, paused holders).
 //
 // Safety:
-//   - S1 exclusive grants: for one id, grant intervals on the backend never overlap.
+//   - S1 exclusive grants: for one id, grant intervals on the backend never
+//     overlap (mutual-exclusion).
 //   - S2 conservative validity: [Lease.ValidUntil] is measured from the moment the
-//     acquire (or extend) was sent, so it never lies past the backend's expiry.
+//     acquire (or extend) was sent, so it never lies past the backend's expiry;
+//     every TTL a backend reports lies between what is left and what was
+//     granted, exact to its resolution (a millisecond on Redis)
+//     (conservative-validity, ttl-precision).
 //     A lease granted by hand-off maps the grant's store time to this
 //     process's clock through the waiter's last step (its send time and the
 //     store time it read), less 1000 ppm of the time between them and 2 ms,
-//     and never past the time the grant arrived plus the TTL.
-//   - S3 fencing: [Lease.Fence] strictly increases per id, in grant order;
-//     Extend keeps it. The Redis backends keep this across idle periods,
-//     restarts and failovers under a clock assumption (the README states it).
-//   - S4 owner-only: Release and Extend compare the owner token; Extend never
-//     re-creates an expired lock. Otherwise they return [ErrNotHeld] and change nothing.
+//     and never past the time the grant arrived plus the TTL; the send time
+//     of the last step or heartbeat that found it queued is a floor
+//     (handoff-grant).
+//   - S3 fencing: [Lease.Fence] strictly increases per id, in grant order, also
+//     when a lease ends without a release while others wait; Extend keeps it
+//     (fencing, fence-after-idle, expiry-handoff). The Redis backends keep
+//     this across idle periods, restarts and failovers under a clock
+//     assumption, which docs/protocol.md in the repository states.
+//   - S4 owner-only: Release and Extend compare the owner token, one by one in
+//     a batched extend too; Extend never re-creates an expired lock. Otherwise
+//     they return [ErrNotHeld] and change nothing (owner-only,
+//     not-held-after-expiry, extend-never-revives, extend-batch).
 //   - S5 lost leases are signalled: [Lease.Lost] is closed, and Do's context
 //     cancelled, no later than ValidUntil, by the Locker's own timer: a
-//     backend client that ignores deadlines does not delay it.
+//     backend client that ignores deadlines does not delay it
+//     (lost-lease-signalled).
 //   - S6 retry-safe: a retried acquire with the same token is a no-op; a step
-//     whose outcome is unknown (error, cancellation) is cleaned up by token.
-//   - S7 AcquireMany never leaves a lease held that the caller was not shown.
+//     whose outcome is unknown (error, cancellation) is cleaned up by token
+//     (retry-safe, retry-remaining-ttl).
+//   - S7 AcquireMany never leaves a lease held that the caller was not shown
+//     (acquire-many-no-unseen-leases).
 //
 // Liveness and fairness:
-//   - L1 no lost wake-ups: a waiter subscribes before it checks; the head
+//   - L1 no lost wake-ups: a waiter subscribes before it checks; the head is
+//     granted (direct hand-off) or woken when the lock is freed; the head
 //     keeps a timer at the holder's remaining TTL; heartbeats double as a
 //     fallback check, so a free lock is noticed within one notification or
-//     within one heartbeat interval (WaiterTimeout/3).
+//     within one heartbeat interval (WaiterTimeout/3). A grant to a head
+//     that just died costs the queue that lease's TTL at most
+//     (wake-on-release, no-lost-wakeup, subscribe-scoped, handoff-dead-head).
 //   - L2 FIFO among live waiters: grants follow queue tickets, which the
-//     store hands out in enqueue order (never from client clocks).
+//     store hands out in enqueue order (never from client clocks); a
+//     TryAcquire never jumps the queue (fifo-order, try-acquire-fair).
 //   - L3 a waiter that stops heartbeating is purged after WaiterTimeout (by
-//     the backend's clock); a live waiter is never purged, and if it finds
-//     its entry gone it re-queues at the tail and logs a warning.
-//   - L4 every wait ends: at the queue timeout, or when ctx ends.
+//     the backend's clock), wherever it stands in the queue; a live waiter
+//     is never purged, nor one whose deadline is near, and if it finds its
+//     entry gone it re-queues at the tail and logs a warning
+//     (dead-waiter-purge, live-waiter-kept, purge-exact).
+//   - L4 every wait ends: at the queue timeout, or when ctx ends (queue-timeout).
 //   - L5 overlapping AcquireMany calls never deadlock as long as the caller
-//     releases what it is shown; AcquireMany itself holds nothing back.
+//     releases what it is shown; AcquireMany itself holds nothing back
+//     (acquire-many-overlap).
 //   - L6 cancelling a waiter removes its entry, and a grant that raced the
-//     cancellation is released.
+//     cancellation is released (cancel-while-queued, handoff-cancelled-head).
 //
-// Hygiene: no goroutine outlives [Locker.Close] (a Locker runs one heartbeat
-// goroutine only while it has waiters, and one keep-alive goroutine only
-// while it has kept-alive leases); every key a backend keeps expires, so
-// nothing is left of an id that stays idle for the backend's stated bound;
-// each step's work is bounded.
+// Hygiene:
+//   - H1 no goroutine outlives [Locker.Close]: a Locker runs one heartbeat
+//     goroutine only while it has waiters, and one keep-alive goroutine
+//     only while it has kept-alive leases (no-goroutine-leak).
+//   - H2 every key a backend keeps expires, so nothing is left of an id that
+//     stays idle for the backend's stated bound (on Redis at most an hour
+//     after its last grant or extend) (no-state-left).
+//   - H3 bounded input and work: ids of up to 512 bytes
+//     ([backend.MaxIDLength]), a cap on the waiters of an id, bounded purge
+//     work per step (bounded-input, waiter-cap, purge-limit).
 //
-// # Where the guarantees end
-//
-// A lease is a promise of the backend, not of the world. On a single Redis
-// without persistence every lock is lost on a restart; with asynchronous
-// replicas a failover can grant a lock twice (fences still increase, under
-// the README's clock assumption, so a fenced resource turns the older
-// holder away). No
-// lease stops a holder that paused (GC, swap, SIGSTOP) from acting after its
-// lease ended: only a resource that checks the fencing token can reject such
-// a late write. Use [Lease.Fence] where correctness matters, and see the
-// README for what holds per deployment.
+// No lease stops a holder that paused (GC, swap, SIGSTOP) from acting after
+// its lease ended: only a resource that checks [Lease.Fence] can reject such
+// a late write. Use the fence where correctness matters.
 package lock
 
 import (

@@ -61,7 +61,10 @@
 //     Fences never go back, also after the id was idle and its state was
 //     deleted: a counter deleted with the id's other state restarts, so keep
 //     it apart (a store-wide counter), or take the fence from the store's
-//     clock as the Redis adapters do: max(last fence + 1, server time in µs). An entry past its deadline is dead even where the
+//     clock as the Redis adapters do: max(last fence + 1, server time in
+//     µs), under a clock assumption that your backend's doc must state
+//     (docs/protocol.md in the repository states the Redis one). An entry
+//     past its deadline is dead even where the
 //     purge LIMIT left it in place: never refresh or grant it; its owner
 //     counts as not queued.
 //  2. When Acquire does not grant and req.Wait is set, the requester is

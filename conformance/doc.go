@@ -1,6 +1,8 @@
 // Package conformance is the shared test suite that every lock backend
-// runs: the guarantees of package lock (S1-S7, L1-L6, H1-H3), each as one
-// named property, checked through the real lock.Locker over the backend.
+// runs: the guarantees that the lock package doc states (S1-S7, L1-L6,
+// H1-H3), as named properties checked through the real lock.Locker over
+// the backend. The list below says what each property does; the package
+// lock doc says what each guarantee promises.
 //
 // # Running it
 //
@@ -164,10 +166,10 @@
 //     timeout, cancel, Leave, AcquireMany and Do, StateLeft is empty; after
 //     a lease expired with no step since, it is empty once the store's
 //     idle bound passed (the harness's Forgetter makes it pass).
-//   - bounded-input (H3): an id of MaxIDLength+1 bytes is an *ArgumentError
-//     with no backend call. An id of exactly MaxIDLength (with braces, NUL
-//     and invalid UTF-8) works, queue hand-off included, and is not confused
-//     with an id that differs in its last byte.
+//   - bounded-input (H3): an id of MaxIDLength+1 bytes is an
+//     *backend.ArgumentError with no backend call. An id of exactly
+//     MaxIDLength (with braces, NUL and invalid UTF-8) works, queue hand-off
+//     included, and is not confused with an id that differs in its last byte.
 //   - waiter-cap (H3): with Limits.MaxWaiters stated, a full queue refuses
 //     a new waiter with ErrQueueFull (alone, in a batch, and through
 //     Locker.Acquire) and enqueues nothing, a queued waiter's retry is not
@@ -257,7 +259,7 @@
 // ends with a summary that names each. A harness whose Limits set Strict
 // claims full conformance: each such skip fails instead.
 //
-// The suite wraps every backend in a spy (spy.go) that records the steps
+// The suite wraps every backend in a spy that records the steps
 // and wake-ups, and injects faults: lost wake-ups, a killed process, a lost
 // reply after a step took effect, a lease taken away. It forwards every
 // optional backend interface, so that each runs under the suite. It imports only the

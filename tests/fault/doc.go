@@ -1,7 +1,7 @@
 // Package fault tests the lock's guarantees when things break, on real
 // redis-server processes, through lock.Locker and every Redis adapter in
-// the adapters table of its tests. The guarantees are those of the lock
-// package doc, named S1-S7, L1-L6 and H1-H3 in the README's table. It has
+// the adapters table of its tests. The guarantees are those the lock
+// package doc states, named S1-S7, L1-L6 and H1-H3. It has
 // no code of its own; everything is in its _test.go files:
 //
 //   - TestLinearizableFencedMutex: porcupine checks that the histories of

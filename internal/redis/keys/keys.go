@@ -1,9 +1,5 @@
 // Package keys maps lock ids to Redis key names.
 //
-// Every key has a TTL: nothing is left of an id at most an hour after its
-// last grant or extend (or the end of its lease, when later) and three
-// waiter TTLs after its last waiter's heartbeat.
-//
 // Every key of one id carries the same hash tag, so that one Lua script can
 // touch all of them, also on Redis Cluster:
 //
@@ -27,19 +23,10 @@
 //
 //	<prefix>wire
 //
-// Neither ever looks like an id's key: '{' does not follow the prefix.
-//
-//	suffix  type    holds                                      TTL
-//	lock    string  the holder's token                         the lease
-//	q       zset    waiter token -> ticket                     >= 3 waiter TTLs; gone once empty
-//	dl      zset    waiter token -> deadline (ms)              as q
-//	w       hash    waiter token -> "<lease ms>:<inbox>"       as q
-//	n       hash    "fence", "rel"                             an hour after a grant (30-60 min idle)
-//	inbox:  channel "<n>:<enc(id)><payload>", payload          - (PubSub)
-//	                ":<token>", "<ms>:<token>" or
-//	                "g<fence>,<ttl ms>,<µs>:<token>"
-//	        list    the same messages, RPUSHed                 60 s after the last write (Tracking)
-//	wire    string  the wire protocol's version, [WireVersion]  WireTTL after the last check
+// Neither ever looks like an id's key: '{' does not follow the prefix. The
+// suffixes below say what each key holds; docs/protocol.md in the
+// repository describes the whole protocol (keys, TTLs, wake-up payloads,
+// fences, the wire version) on one page.
 package keys
 
 import (

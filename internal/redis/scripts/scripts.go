@@ -42,25 +42,13 @@
 //     a Backend's first step and again at most every keys.WireRefresh.
 //
 // Direct hand-off (backend.HandOffer): every script that finds the lock
-// free with a live head queued grants it to the head in the same script
-// (SET PX with the lease TTL of the head's waiter record, the next fence,
-// the head's entry removed), and the head's wake-up carries the grant:
-// "g<fence>,<ttl ms>,<µs>:<token>", µs being the server's clock at the
-// grant. Only the head is named. A wake-up goes where the head's waiter
-// record says its process listens (the inbox the acquire call gave when it
-// queued; every acquire names one, see [InboxAddress]): PUBLISH or
-// SPUBLISH of its inbox channel, or RPUSH to its inbox key, as
-// "<n>:<tag><payload>" (tag: the hash tag of the id's keys, n its length).
-// A wake-up the inbox refuses is dropped, as a lost message would be. A
-// step after which the lock is held and the head changed (a grant with
-// waiters left, the head's leave, a purge) tells the new head instead,
-// unless it is the step's requester: "<ms>:<token>", ms being the holder's
-// remaining TTL (the new lease's, after a grant). A head that cannot take
-// the hand-off (past its deadline, not purged yet) is sent ":<token>".
-// A grant that leaves no waiter sends nothing. Every step call takes the
-// Backend's [Publish] command, which the scripts check: they reject
-// SPUBLISH on a server older than 7.0 (LOCKBADARG) before they write
-// anything.
+// free with a live head queued grants it to the head in the same script,
+// and only the head is woken, at the inbox its waiter record names (every
+// acquire names one, see [InboxAddress]). docs/protocol.md in the
+// repository describes the grant, the wake-up payloads and where they go.
+// Every step call takes the Backend's [Publish] command, which the scripts
+// check: they reject SPUBLISH on a server older than 7.0 (LOCKBADARG)
+// before they write anything.
 //
 // The wire check ([Wire]) is not a step of an id: it reads and sets the
 // prefix's marker of the wire protocol version (see keys.SuffixWire).

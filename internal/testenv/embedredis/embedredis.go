@@ -1,8 +1,9 @@
 // Package embedredis runs miniredis, an in-process imitation of Redis,
 // with its clock following the wall clock, so that key TTLs run down as on
-// a real server. The quick start uses it when REDIS_ADDR is unset, and the
-// Redis adapters' tests use it to run the conformance suite without a
-// server.
+// a real server. Tests use it: the go-redis adapter's runs the
+// conformance suite on it without a server, and the scripts' tests use it
+// to stand in for a Redis older than 7.0. (The quick start, examples/quickstart, runs
+// plain miniredis itself: it imports public packages only.)
 //
 // miniredis on its own never expires a key unless told to (FastForward),
 // and FastForward charges every key alike. Server moves the clock each
