@@ -22,8 +22,7 @@ func (r *Runner) runReplicated(ctx context.Context, calls []Call) ([]Reply, erro
 		pending[i] = i
 	}
 	asks := map[int]string{} // call -> ASK target
-	deadline := time.Now().Add(tryAgainFor)
-	delay := tryAgainFirst
+	b := tryAgain()
 	for {
 		type group struct {
 			addr   string
@@ -77,21 +76,16 @@ func (r *Runner) runReplicated(ctx context.Context, calls []Call) ([]Reply, erro
 			}
 			again = append(again, i)
 		}
-		if len(again) == 0 || time.Now().After(deadline) {
+		if len(again) == 0 || time.Now().After(b.deadline) {
 			return res, nil
 		}
 		pending = again
 		if reload {
 			r.r.Reload(ctx)
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !b.sleep(ctx) {
 			return res, nil
-		case <-t.C:
 		}
-		delay = min(2*delay, tryAgainMax)
 	}
 }
 

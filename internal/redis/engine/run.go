@@ -132,37 +132,42 @@ func (r *Runner) Unconfirmed(ctx context.Context, id, token string) {
 	_, _ = r.run(ctx, r.e.ReleaseCall(id, token))
 }
 
-// run sends c as EVALSHA and, when the server does not know the script, as
-// EVAL; a call the cluster refused for now is resent as tryAgain says.
-// With resendBroken a failed round trip is sent once more; the Reply's
-// First is then the first failure.
+// run sends c (see runOnce), and once more when its round trip failed on
+// the connection and resendBroken is set; the Reply's First is then the
+// first failure.
 func (r *Runner) run(ctx context.Context, c Call) (Reply, error) {
-	var first error
-	rep, err := resendOnce(r, ctx, func() (Reply, error) {
-		rep, err := r.runOnce(ctx, c)
-		if err != nil && first == nil {
-			first = err
-		}
+	rep, err := r.runOnce(ctx, c)
+	if !r.resend(ctx, err) {
 		return rep, err
-	})
+	}
+	first := err
+	rep, err = r.runOnce(ctx, c)
 	rep.First = first
-	return rep, err
+	return rep, resent(first, err)
 }
 
+// runOnce sends c (see eval), and again while the cluster refuses it for
+// now, as tryAgain says. The error is a failure of the round trip,
+// classified; an error reply is in the Reply.
 func (r *Runner) runOnce(ctx context.Context, c Call) (Reply, error) {
-	var rep Reply
-	send := func() {
-		rep = r.s.Eval(ctx, c, false)
-		if r.refusal(rep.Err) == NoScript {
-			rep = r.s.Eval(ctx, c, true)
-		}
+	rep := r.eval(ctx, c)
+	for b := tryAgain(); r.refusal(rep.Err).cluster() && b.wait(ctx); {
+		rep = r.eval(ctx, c)
 	}
-	send()
-	tryAgain(ctx, func() bool { return r.refusal(rep.Err).cluster() }, send)
 	if err := r.failed(rep.Err); err != nil {
 		return Reply{}, err
 	}
 	return rep, nil
+}
+
+// eval sends c with the adapter's client as EVALSHA and, when the server
+// does not know the script, as EVAL.
+func (r *Runner) eval(ctx context.Context, c Call) Reply {
+	rep := r.s.Eval(ctx, c, false)
+	if r.refusal(rep.Err) == NoScript {
+		rep = r.s.Eval(ctx, c, true)
+	}
+	return rep
 }
 
 // runAll sends calls in one round trip of EVALSHAs. It resends the ones
@@ -172,7 +177,13 @@ func (r *Runner) runOnce(ctx context.Context, c Call) (Reply, error) {
 // error replies are in the Replies. With resendBroken a failed batch is
 // sent once more.
 func (r *Runner) runAll(ctx context.Context, calls []Call) ([]Reply, error) {
-	return resendOnce(r, ctx, func() ([]Reply, error) { return r.runAllOnce(ctx, calls) })
+	res, err := r.runAllOnce(ctx, calls)
+	if !r.resend(ctx, err) {
+		return res, err
+	}
+	first := err
+	res, err = r.runAllOnce(ctx, calls)
+	return res, resent(first, err)
 }
 
 func (r *Runner) runAllOnce(ctx context.Context, calls []Call) ([]Reply, error) {
@@ -192,22 +203,20 @@ func (r *Runner) runAllOnce(ctx context.Context, calls []Call) ([]Reply, error) 
 		return nil, err
 	}
 	var refused []int
-	var failed error
-	tryAgain(ctx, func() bool {
+	for b := tryAgain(); ; {
 		refused = refused[:0]
 		for i, rep := range res {
 			if r.refusal(rep.Err).cluster() {
 				refused = append(refused, i)
 			}
 		}
-		return len(refused) > 0 && failed == nil
-	}, func() {
-		failed = r.sendSome(ctx, calls, res, refused)
-	})
-	if failed != nil {
-		return nil, failed
+		if len(refused) == 0 || !b.wait(ctx) {
+			return res, nil
+		}
+		if err := r.sendSome(ctx, calls, res, refused); err != nil {
+			return nil, err
+		}
 	}
-	return res, nil
 }
 
 // sendSome sends the calls of idx in one round trip of EVALSHAs and the
@@ -277,8 +286,9 @@ const (
 	tryAgainMax   = 250 * time.Millisecond // longest delay
 )
 
-// tryAgain resends a step while again reports that Redis Cluster refused
-// it for now, for up to tryAgainFor or until ctx ends.
+// tryAgain returns the backoff of a step that Redis Cluster refused for
+// now: its resends wait tryAgainFirst, doubled each time up to
+// tryAgainMax, for up to tryAgainFor or until ctx ends.
 //
 // TRYAGAIN answers a step whose keys are split between two nodes, or
 // missing, while their slot migrates (a free lock has no lock key).
@@ -288,36 +298,52 @@ const (
 // resend them only a few times within milliseconds (rueidis: read-only
 // commands only), and a slot migration takes longer. The core cannot do
 // it instead: it retries only queued steps, and it knows nothing of slots.
-func tryAgain(ctx context.Context, again func() bool, resend func()) {
-	delay := tryAgainFirst
-	deadline := time.Now().Add(tryAgainFor)
-	for again() && time.Now().Before(deadline) {
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		resend()
-		delay = min(2*delay, tryAgainMax)
-	}
+func tryAgain() backoff {
+	return backoff{delay: tryAgainFirst, deadline: time.Now().Add(tryAgainFor)}
 }
 
-// resendOnce runs send, and once more when its round trip failed on the
-// connection (not ctx) and resendBroken is set. A resend that never
-// reached the store after a first try that may have leaves the outcome
-// unknown.
-func resendOnce[T any](r *Runner, ctx context.Context, send func() (T, error)) (T, error) {
-	v, err := send()
-	if err == nil || !r.resendBroken || ctx.Err() != nil ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return v, err
+// backoff paces the resends of one step (see tryAgain).
+type backoff struct {
+	delay    time.Duration
+	deadline time.Time
+}
+
+// wait waits before the next resend; it reports false, at once, when the
+// resends' time is up, or when ctx ends.
+func (b *backoff) wait(ctx context.Context) bool {
+	if !time.Now().Before(b.deadline) {
+		return false
 	}
-	first := err
-	v, err = send()
+	return b.sleep(ctx)
+}
+
+// sleep waits the next delay; it reports false when ctx ended first.
+func (b *backoff) sleep(ctx context.Context) bool {
+	t := time.NewTimer(b.delay)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	case <-t.C:
+	}
+	b.delay = min(2*b.delay, tryAgainMax)
+	return true
+}
+
+// resend reports whether a step whose round trip failed with err is sent
+// once more: with resendBroken, when the failure is the connection's, not
+// ctx's.
+func (r *Runner) resend(ctx context.Context, err error) bool {
+	return err != nil && r.resendBroken && ctx.Err() == nil &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// resent returns err, the failure of a resend after a first send that
+// failed with first: a resend that never reached the store after a first
+// try that may have leaves the outcome unknown.
+func resent(first, err error) error {
 	if fallback.Unsent(err) && !fallback.Unsent(first) {
-		err = backend.WithKind(backend.KindUnknown, err)
+		return backend.WithKind(backend.KindUnknown, err)
 	}
-	return v, err
+	return err
 }
