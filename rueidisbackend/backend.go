@@ -341,20 +341,29 @@ func NewWithClient(client rueidis.Client, opts *Options) (backend.Backend, error
 }
 
 func newBackend(o *Options) (*adapter, error) {
-	ks, err := engine.ParsePrefix(o.Prefix)
+	cfg, err := o.config()
 	if err != nil {
 		return nil, err
+	}
+	return &adapter{cfg: cfg, inbox: wakeup.NewInbox()}, nil
+}
+
+// config checks o's lock options and derives from them what the engine
+// needs (bind adds Tracking once the mode is known).
+func (o *Options) config() (engine.Config, error) {
+	ks, err := engine.ParsePrefix(o.Prefix)
+	if err != nil {
+		return engine.Config{}, err
 	}
 	limits, err := engine.ParseLimits(o.MaxWaiters, o.PurgeLimit)
 	if err != nil {
-		return nil, err
+		return engine.Config{}, err
 	}
 	wait, err := engine.ParseWait(o.WaitReplicas, o.WaitTimeout)
 	if err != nil {
-		return nil, err
+		return engine.Config{}, err
 	}
-	cfg := engine.Config{Adapter: "rueidisbackend", Keys: ks, Limits: limits, Sharded: o.ShardedPubSub, Wait: wait, Process: engine.NewProcess()}
-	return &adapter{cfg: cfg, inbox: wakeup.NewInbox()}, nil
+	return engine.Config{Adapter: "rueidisbackend", Keys: ks, Limits: limits, Sharded: o.ShardedPubSub, Wait: wait, Process: engine.NewProcess()}, nil
 }
 
 // bind sets up the engine and the Runner once the client and the mode are
