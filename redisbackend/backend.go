@@ -70,17 +70,15 @@ type Options struct {
 	WaitTimeout time.Duration
 }
 
-// steps names the shared step layer's type for embedding: Backend's steps
-// (Acquire, Release, Extend, Leave, Heartbeat, AcquireBatch, LeaveBatch,
-// Prefix, Resolution) are its methods.
-type steps = engine.Steps
-
 // adapter is the backend.Backend that New returns: Redis through go-redis.
 // It also implements backend.Batcher, backend.Resolver, backend.HandOffer
 // and backend.Inspector. It is safe for concurrent use; one adapter is one
-// "process" of the lock protocol.
+// "process" of the lock protocol. Each step asks the engine for its call,
+// sends it with the adapter's client (through the Runner, which the
+// adapter built with that client) and hands the reply to the engine.
 type adapter struct {
-	*steps
+	e     *engine.Engine // builds the steps' calls and parses their replies
+	run   *engine.Runner // sends them with cmds (and repl, for WaitReplicas)
 	subs  wakeSource
 	inbox *wakeup.Inbox // routes the inbox channel's wake-ups to each id's subscribers
 }
@@ -119,19 +117,21 @@ func New(client Client, opts *Options) (backend.Backend, error) {
 	if opts != nil {
 		o = *opts
 	}
-	cfg, err := engine.Validate("redisbackend", engine.Options(o))
+	cfg, err := o.config()
 	if err != nil {
 		return nil, err
 	}
-	cmds := newCommands(client, cfg.ConstArgs())
-	var repl *replicas
-	if cfg.WaitReplicas() > 0 {
-		if repl, err = newReplicas(client, cmds, cfg.WaitTimeout()); err != nil {
+	cc, isCluster := client.(*redis.ClusterClient)
+	e := engine.New(cfg, isCluster)
+	cmds := newCommands(client, e.ConstArgs())
+	var repl engine.Replicas
+	if cfg.Wait.Replicas > 0 {
+		if repl, err = newReplicas(client, cmds, cfg.Wait.Timeout); err != nil {
 			return nil, err
 		}
 	}
-	b := &adapter{inbox: wakeup.NewInbox()}
-	switch cc, isCluster := client.(*redis.ClusterClient); {
+	b := &adapter{e: e, run: engine.NewRunner(e, cmds, repl, false), inbox: wakeup.NewInbox()}
+	switch {
 	case !o.ShardedPubSub:
 		b.subs = newSubscriber(client, false)
 	case isCluster:
@@ -142,12 +142,24 @@ func New(client Client, opts *Options) (backend.Backend, error) {
 		}
 		b.subs = newSubscriber(client, true)
 	}
-	var r engine.Replicas
-	if repl != nil {
-		r = repl
-	}
-	b.steps = engine.New(cfg, cmds, r, engine.Hooks{})
 	return b, nil
+}
+
+// config checks o and derives from it what the engine needs.
+func (o *Options) config() (engine.Config, error) {
+	ks, err := engine.ParsePrefix(o.Prefix)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	limits, err := engine.ParseLimits(o.MaxWaiters, o.PurgeLimit)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	wait, err := engine.ParseWait(o.WaitReplicas, o.WaitTimeout)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	return engine.Config{Adapter: "redisbackend", Keys: ks, Limits: limits, Sharded: o.ShardedPubSub, Wait: wait, Process: engine.NewProcess()}, nil
 }
 
 // Subscribe delivers id's wake-ups to fn until cancel is called. They come
@@ -156,19 +168,24 @@ func New(client Client, opts *Options) (backend.Backend, error) {
 // returns once the server has confirmed that. Every other Subscribe is a
 // local registration: no command.
 func (b *adapter) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
-	if err := engine.Check(b.steps, ctx); err != nil {
+	if err := b.run.Check(ctx); err != nil {
 		return nil, err
 	}
-	channel := b.steps.Inbox(id)
+	channel := b.Inbox(id)
 	return b.inbox.Subscribe(ctx, id, channel, fn, func(ctx context.Context, deliver func(backend.Wake)) (func(), error) {
 		return b.subs.subscribe(ctx, "", channel, deliver)
 	})
 }
 
+// Inbox returns the name of the channel that this Backend's wake-ups for
+// id come to: one per hash slot with ShardedPubSub on Redis Cluster,
+// otherwise one for every id.
+func (b *adapter) Inbox(id string) string { return b.e.Inbox(id) }
+
 // Close closes the pub/sub connection and waits for its goroutines. It
 // does not close the client. Later calls return backend.ErrClosed.
 func (b *adapter) Close() error {
-	if !engine.Close(b.steps) {
+	if !b.run.Close() {
 		return backend.ErrClosed
 	}
 	b.inbox.Close()
@@ -176,4 +193,4 @@ func (b *adapter) Close() error {
 }
 
 // keyNames returns the names of id's keys and channel.
-func (b *adapter) keyNames(id string) keys.ID { return engine.ConfigOf(b.steps).Keyspace().For(id) }
+func (b *adapter) keyNames(id string) keys.ID { return b.e.Config().Keys.For(id) }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/backendkit/fallback"
-	"github.com/redislocker/lock/internal/redis/engine"
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
 )
@@ -37,9 +36,9 @@ func TestNewOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	cfg := engine.ConfigOf(b.steps)
-	if b.Prefix() != "lock:" || cfg.MaxWaiters() != 10000 || cfg.PurgeLimit() != 100 {
-		t.Errorf("defaults: prefix %q, max waiters %d, purge limit %d; want lock:, 10000, 100", b.Prefix(), cfg.MaxWaiters(), cfg.PurgeLimit())
+	lim := b.e.Config().Limits
+	if b.Prefix() != "lock:" || lim.MaxWaiters != 10000 || lim.PurgeLimit != 100 {
+		t.Errorf("defaults: prefix %q, max waiters %d, purge limit %d; want lock:, 10000, 100", b.Prefix(), lim.MaxWaiters, lim.PurgeLimit)
 	}
 	if b.Resolution() != time.Millisecond || fallback.Resolution(b) != time.Millisecond {
 		t.Errorf("Resolution = %v, want 1ms", b.Resolution())

@@ -14,7 +14,8 @@ import (
 	"github.com/redislocker/lock/internal/redis/scripts"
 )
 
-// commands is the go-redis plumbing of the shared step layer.
+// commands is the adapter's client as the engine's Runner sends with it
+// (engine.Sender): go-redis's commands for the engine's calls.
 type commands struct {
 	c Client
 	// consts are the scripts' constant arguments (engine.ConstArgs),
@@ -174,12 +175,6 @@ func anys(ss []string) []any {
 		out[i] = s
 	}
 	return out
-}
-
-// Cluster reports whether the client is a *redis.ClusterClient.
-func (g commands) Cluster() bool {
-	_, ok := g.c.(*redis.ClusterClient)
-	return ok
 }
 
 // Classify classifies a go-redis error.

@@ -100,19 +100,17 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// steps names the shared step layer's type for embedding: Backend's steps
-// (Acquire, Release, Extend, Leave, Heartbeat, AcquireBatch, LeaveBatch,
-// Prefix, Resolution) are its methods.
-type steps = engine.Steps
-
 // adapter is the backend.Backend that New and NewWithClient return: Redis
 // through rueidis. It also implements backend.Batcher, backend.Resolver,
 // backend.HandOffer and backend.Inspector. It is safe for concurrent use;
 // one adapter is one "process" of the lock protocol, with an inbox of its
-// own that its waiters' wake-ups come to.
+// own that its waiters' wake-ups come to. Each step asks the engine for
+// its call, sends it with the adapter's client (through the Runner, which
+// the adapter built with that client) and hands the reply to the engine.
 type adapter struct {
-	*steps
 	cfg    engine.Config
+	e      *engine.Engine // builds the steps' calls and parses their replies (set by bind)
+	run    *engine.Runner // sends them with the client (set by bind)
 	client rueidis.Client
 	owned  bool // New built client; Close closes it
 	mode   Mode
@@ -164,7 +162,7 @@ func New(opts *Options) (backend.Backend, error) {
 		build = rueidis.NewClient
 	}
 	if !o.DisableCache {
-		base := b.cfg.Keyspace().InboxBase(b.cfg.Process())
+		base := b.cfg.Keys.InboxBase(b.cfg.Process)
 		watch := newConnWatch()
 		b.track = newTracker(base, b.inbox, watch, o.OnInvalidations)
 		t := o
@@ -307,7 +305,7 @@ func clusterSlots(ctx context.Context, client rueidis.Client) ([]slotRange, erro
 
 // listen sets up the PubSub mode's subscriptions.
 func (b *adapter) listen() {
-	if b.cfg.Sharded() {
+	if b.cfg.Sharded {
 		b.sps = newSpubsub(b.client)
 	} else {
 		b.ps = newPubsub(b.client)
@@ -343,29 +341,43 @@ func NewWithClient(client rueidis.Client, opts *Options) (backend.Backend, error
 }
 
 func newBackend(o *Options) (*adapter, error) {
-	cfg, err := engine.Validate("rueidisbackend", engine.Options{
-		Prefix: o.Prefix, MaxWaiters: o.MaxWaiters, PurgeLimit: o.PurgeLimit,
-		ShardedPubSub: o.ShardedPubSub, WaitReplicas: o.WaitReplicas, WaitTimeout: o.WaitTimeout,
-	})
+	cfg, err := o.config()
 	if err != nil {
 		return nil, err
 	}
 	return &adapter{cfg: cfg, inbox: wakeup.NewInbox()}, nil
 }
 
-// bind sets up the steps once the client and the mode are there. rueidis
-// never resends a write, so the steps resend a step once after a broken
-// connection. In Tracking mode the scripts push wake-ups to the inbox
-// keys.
+// config checks o's lock options and derives from them what the engine
+// needs (bind adds Tracking once the mode is known).
+func (o *Options) config() (engine.Config, error) {
+	ks, err := engine.ParsePrefix(o.Prefix)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	limits, err := engine.ParseLimits(o.MaxWaiters, o.PurgeLimit)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	wait, err := engine.ParseWait(o.WaitReplicas, o.WaitTimeout)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	return engine.Config{Adapter: "rueidisbackend", Keys: ks, Limits: limits, Sharded: o.ShardedPubSub, Wait: wait, Process: engine.NewProcess()}, nil
+}
+
+// bind sets up the engine and the Runner once the client and the mode are
+// there. rueidis never resends a write, so the Runner resends a step once
+// after a broken connection. In Tracking mode the scripts push wake-ups to
+// the inbox keys.
 func (b *adapter) bind() {
 	var r engine.Replicas
-	if b.cfg.WaitReplicas() > 0 {
+	if b.cfg.Wait.Replicas > 0 {
 		r = &replicas{client: b.client}
 	}
-	if b.mode == Tracking {
-		b.cfg = b.cfg.WithTracking()
-	}
-	b.steps = engine.New(b.cfg, commands{b.client}, r, engine.Hooks{ResendBroken: true})
+	b.cfg.Tracking = b.mode == Tracking
+	b.e = engine.New(b.cfg, b.client.Mode() == rueidis.ClientModeCluster)
+	b.run = engine.NewRunner(b.e, commands{b.client}, r, true)
 }
 
 // drainBatch is the most messages one LPOP of a drain takes from an inbox
@@ -419,7 +431,7 @@ func ModeOf(b backend.Backend) Mode {
 }
 
 // keyNames returns the names of id's keys and channel.
-func (b *adapter) keyNames(id string) keys.ID { return b.cfg.Keyspace().For(id) }
+func (b *adapter) keyNames(id string) keys.ID { return b.cfg.Keys.For(id) }
 
 // Subscribe delivers id's wake-ups to fn until cancel is called.
 //
@@ -430,10 +442,10 @@ func (b *adapter) keyNames(id string) keys.ID { return b.cfg.Keyspace().For(id) 
 // the server has confirmed the SUBSCRIBE of the inbox; later ones only
 // register fn.
 func (b *adapter) Subscribe(ctx context.Context, id string, fn func(backend.Wake)) (cancel func(), err error) {
-	if err := engine.Check(b.steps, ctx); err != nil {
+	if err := b.run.Check(ctx); err != nil {
 		return nil, err
 	}
-	channel := b.steps.Inbox(id)
+	channel := b.Inbox(id)
 	if b.track != nil {
 		return b.inbox.Register(id, channel, fn)
 	}
@@ -445,12 +457,17 @@ func (b *adapter) Subscribe(ctx context.Context, id string, fn func(backend.Wake
 	})
 }
 
+// Inbox returns the name of the inbox that this Backend's wake-ups for id
+// come to: one per hash slot on Redis Cluster (SPUBLISH, or an inbox key),
+// otherwise one for every id.
+func (b *adapter) Inbox(id string) string { return b.e.Inbox(id) }
+
 // Close ends the Backend's subscriptions and waits for its goroutines; a
 // Backend from New also closes the client New built (a client given to
 // NewWithClient is left open: its builder closes it). Later calls return
 // backend.ErrClosed.
 func (b *adapter) Close() error {
-	if !engine.Close(b.steps) {
+	if !b.run.Close() {
 		return backend.ErrClosed
 	}
 	b.inbox.Close()

@@ -43,8 +43,8 @@ func TestNewOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.mode != Tracking || d.Prefix() != keys.DefaultPrefix || d.cfg.MaxWaiters() != engine.DefaultMaxWaiters || d.cfg.PurgeLimit() != engine.DefaultPurgeLimit {
-		t.Fatalf("defaults: mode %v prefix %q maxWaiters %d purgeLimit %d", d.mode, d.Prefix(), d.cfg.MaxWaiters(), d.cfg.PurgeLimit())
+	if d.mode != Tracking || d.Prefix() != keys.DefaultPrefix || d.cfg.Limits.MaxWaiters != engine.DefaultMaxWaiters || d.cfg.Limits.PurgeLimit != engine.DefaultPurgeLimit {
+		t.Fatalf("defaults: mode %v prefix %q maxWaiters %d purgeLimit %d", d.mode, d.Prefix(), d.cfg.Limits.MaxWaiters, d.cfg.Limits.PurgeLimit)
 	}
 	d.Close()
 	b, err := concrete(New(&Options{ClientOption: co, Prefix: e.prefix, ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
@@ -55,7 +55,7 @@ func TestNewOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if !slices.Equal(built.ClientTrackingOptions, trackingOptions(b.cfg.Keyspace().InboxBase(b.cfg.Process()))) || built.PipelineMultiplex != -1 ||
+	if !slices.Equal(built.ClientTrackingOptions, trackingOptions(b.cfg.Keys.InboxBase(b.cfg.Process))) || built.PipelineMultiplex != -1 ||
 		built.DisableAutoPipelining || built.AlwaysRESP2 || built.DisableCache || built.BlockingPipeline < 1<<30 {
 		t.Fatalf("the tracking client's option was not set up: tracking %v multiplex %d autopipelining off %v resp2 %v nocache %v blocking pipeline %d",
 			built.ClientTrackingOptions, built.PipelineMultiplex, built.DisableAutoPipelining, built.AlwaysRESP2, built.DisableCache, built.BlockingPipeline)
@@ -77,7 +77,7 @@ func TestNewOptions(t *testing.T) {
 		t.Fatalf("the caller's OnInvalidations saw %q, want the inbox key %q", seen, b.Inbox("inv"))
 	}
 	for _, k := range seen {
-		if !strings.HasPrefix(k, b.cfg.Keyspace().InboxBase(b.cfg.Process())) {
+		if !strings.HasPrefix(k, b.cfg.Keys.InboxBase(b.cfg.Process)) {
 			t.Fatalf("the client was told of %q: it tracks a key that is not its inbox", k)
 		}
 	}

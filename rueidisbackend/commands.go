@@ -11,7 +11,8 @@ import (
 	"github.com/redislocker/lock/internal/redis/engine"
 )
 
-// commands is the rueidis plumbing of the shared step layer.
+// commands is the adapter's client as the engine's Runner sends with it
+// (engine.Sender): rueidis's commands for the engine's calls.
 type commands struct{ c rueidis.Client }
 
 // Eval sends one call.
@@ -59,9 +60,6 @@ func replies(rs []rueidis.RedisResult, calls []engine.Call) []engine.Reply {
 	}
 	return out
 }
-
-// Cluster reports whether the client is a cluster client.
-func (r commands) Cluster() bool { return r.c.Mode() == rueidis.ClientModeCluster }
 
 // Classify classifies a rueidis error. A failed dial is unsent: rueidis writes
 // a command only on a connection it has, and never resends a write.

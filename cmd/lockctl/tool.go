@@ -16,9 +16,9 @@ import (
 	"github.com/redislocker/lock/redisbackend"
 )
 
-// forceReleaser is the forced release of the Redis adapters (the
-// ForceRelease of their shared steps). lockctl finds it on the backend by
-// a type assertion, as io.Copy finds io.WriterTo.
+// forceReleaser is the forced release of the Redis adapters (a method of
+// each, not of backend.Backend). lockctl finds it on the backend by a type
+// assertion, as io.Copy finds io.WriterTo.
 type forceReleaser interface {
 	ForceRelease(ctx context.Context, id string, fence uint64) error
 }

@@ -25,20 +25,19 @@ func (c *callLog) Eval(ctx context.Context, call Call, eval bool) Reply {
 	return c.fakeClient.Eval(ctx, call, eval)
 }
 
-func newCallLog(t *testing.T, o Options, h Hooks, replies ...Reply) (*Steps, *callLog) {
-	t.Helper()
-	cfg, err := Validate("test", o)
-	if err != nil {
-		t.Fatal(err)
-	}
+func newCallLog(cfg Config, resendBroken bool, replies ...Reply) (*testBackend, *callLog) {
 	c := &callLog{fakeClient: &fakeClient{replies: replies}}
-	return New(cfg, c, nil, h), c
+	return newTestBackend(cfg, c, false, resendBroken), c
 }
 
 // ForceRelease sends one force_release call with the id's keys, the
 // fence, and the Backend's purge limit and wake-up command.
 func TestForceReleaseCall(t *testing.T) {
-	s, c := newCallLog(t, Options{Prefix: "p:", PurgeLimit: 7, ShardedPubSub: true}, Hooks{}, Reply{Ints: []int64{1}})
+	cfg := testConfig(t)
+	cfg.Keys, _ = ParsePrefix("p:")
+	cfg.Limits.PurgeLimit = 7
+	cfg.Sharded = true
+	s, c := newCallLog(cfg, false, Reply{Ints: []int64{1}})
 	if err := s.ForceRelease(context.Background(), "job", 42); err != nil {
 		t.Fatal(err)
 	}
@@ -65,15 +64,15 @@ func TestForceReleaseBadInput(t *testing.T) {
 		{strings.Repeat("x", backend.MaxIDLength+1), 1, "id"},
 		{"job", 0, "fence"},
 	} {
-		s, c := newCallLog(t, Options{}, Hooks{})
+		s, c := newCallLog(testConfig(t), false)
 		err := s.ForceRelease(context.Background(), tc.id, tc.fence)
 		var ae *backend.ArgumentError
 		if !errors.As(err, &ae) || ae.Arg != tc.arg || !errors.Is(err, backend.ErrInvalidArgument) || len(c.calls) != 0 {
 			t.Errorf("ForceRelease(%d-byte id, %d) = %v after %d calls, want an ArgumentError for %s and no call", len(tc.id), tc.fence, err, len(c.calls), tc.arg)
 		}
 	}
-	s, c := newCallLog(t, Options{}, Hooks{})
-	Close(s)
+	s, c := newCallLog(testConfig(t), false)
+	s.run.Close()
 	if err := s.ForceRelease(context.Background(), "job", 1); !errors.Is(err, backend.ErrClosed) || len(c.calls) != 0 {
 		t.Fatalf("on closed steps: %v after %d calls, want ErrClosed and no call", err, len(c.calls))
 	}
@@ -83,13 +82,13 @@ func TestForceReleaseBadInput(t *testing.T) {
 // other error replies do not match it.
 func TestForceReleaseRefused(t *testing.T) {
 	notHeld := Reply{Err: errors.New("LOCKNOTHELD the holder has fence 7, not 42")}
-	s, _ := newCallLog(t, Options{}, Hooks{}, notHeld)
+	s, _ := newCallLog(testConfig(t), false, notHeld)
 	err := s.ForceRelease(context.Background(), "job", 42)
 	if !errors.Is(err, backend.ErrNotHeld) || backend.KindOf(err) != backend.KindAnswer ||
 		err.Error() != "not released: the holder has fence 7, not 42" {
 		t.Fatalf("refused: %v (kind %v), want ErrNotHeld saying why", err, backend.KindOf(err))
 	}
-	s, _ = newCallLog(t, Options{}, Hooks{}, Reply{Err: errors.New("LOCKBADARG fence: must be a positive integer")})
+	s, _ = newCallLog(testConfig(t), false, Reply{Err: errors.New("LOCKBADARG fence: must be a positive integer")})
 	if err := s.ForceRelease(context.Background(), "job", 42); err == nil || errors.Is(err, backend.ErrNotHeld) {
 		t.Fatalf("LOCKBADARG: %v, want an error that is not ErrNotHeld", err)
 	}
@@ -100,12 +99,12 @@ func TestForceReleaseRefused(t *testing.T) {
 // released the lock. A first send that never left is not a maybe.
 func TestForceReleaseResent(t *testing.T) {
 	notHeld := Reply{Err: errors.New("LOCKNOTHELD the id is not held")}
-	s, c := newCallLog(t, Options{}, Hooks{ResendBroken: true}, Reply{Err: errReset}, notHeld)
+	s, c := newCallLog(testConfig(t), true, Reply{Err: errReset}, notHeld)
 	err := s.ForceRelease(context.Background(), "job", 42)
 	if len(c.calls) != 2 || errors.Is(err, backend.ErrNotHeld) || !errors.Is(err, errReset) || backend.KindOf(err) != backend.KindUnknown {
 		t.Fatalf("reset then not held: %v (kind %v) after %d calls, want the first failure, of unknown outcome", err, backend.KindOf(err), len(c.calls))
 	}
-	s, _ = newCallLog(t, Options{}, Hooks{ResendBroken: true}, Reply{Err: errRefused}, notHeld)
+	s, _ = newCallLog(testConfig(t), true, Reply{Err: errRefused}, notHeld)
 	if err := s.ForceRelease(context.Background(), "job", 42); !errors.Is(err, backend.ErrNotHeld) {
 		t.Fatalf("refused then not held: %v, want ErrNotHeld", err)
 	}

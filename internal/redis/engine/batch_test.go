@@ -18,8 +18,7 @@ import (
 // finds its queue full. It records the calls of each round trip but the
 // wire check, which passes.
 type batchClient struct {
-	cluster bool
-	trips   [][]Call
+	trips [][]Call
 }
 
 func (b *batchClient) Eval(ctx context.Context, c Call, eval bool) Reply {
@@ -67,8 +66,6 @@ func (b *batchClient) Classify(err error) (backend.Kind, Refusal) {
 	return backend.KindAnswer, NotRefused
 }
 
-func (b *batchClient) Cluster() bool { return b.cluster }
-
 // AcquireBatch sends one acquire_many call per chunk of at most
 // scripts.MaxAcquireBatch requests on one server (a tracking connection
 // too), and one per hash slot on a cluster, all in one round trip; the results come back in request order, with ErrQueueFull
@@ -101,15 +98,10 @@ func TestAcquireBatchGroups(t *testing.T) {
 	} {
 		cluster := tc.cluster
 		t.Run(fmt.Sprintf("cluster=%v,tracking=%v", tc.cluster, tc.tracking), func(t *testing.T) {
-			cfg, err := Validate("test", Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.tracking {
-				cfg = cfg.WithTracking()
-			}
-			c := &batchClient{cluster: cluster}
-			s := New(cfg, c, nil, Hooks{})
+			cfg := testConfig(t)
+			cfg.Tracking = tc.tracking
+			c := &batchClient{}
+			s := newTestBackend(cfg, c, cluster, false)
 			out, err := s.AcquireBatch(context.Background(), reqs)
 			if err != nil {
 				t.Fatal(err)

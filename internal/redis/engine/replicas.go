@@ -9,22 +9,20 @@ import (
 	"github.com/redislocker/lock/backend"
 )
 
-// runReplicated runs calls, each followed by WAIT WaitReplicas WaitTimeout
-// on the connection that ran it, in the same round trip. It makes one
-// round trip per master, in parallel. acks[i] is the WAIT reply of the round
+// runReplicated runs calls, each followed by Config.Wait's WAIT on the
+// connection that ran it, in the same round trip. It makes one round trip
+// per master, in parallel. Reply i's Acks is the WAIT reply of the round
 // trip that ran call i. The calls a cluster refused (MOVED, TRYAGAIN,
 // CLUSTERDOWN) are sent again after Replicas.Reload, and an ASK to its
 // target after ASKING, as tryAgain says.
-func (s *Steps) runReplicated(ctx context.Context, calls []Call) ([]Reply, []int64, error) {
+func (r *Runner) runReplicated(ctx context.Context, calls []Call) ([]Reply, error) {
 	res := make([]Reply, len(calls))
-	acks := make([]int64, len(calls))
 	pending := make([]int, len(calls))
 	for i := range pending {
 		pending[i] = i
 	}
 	asks := map[int]string{} // call -> ASK target
-	deadline := time.Now().Add(tryAgainFor)
-	delay := tryAgainFirst
+	b := tryAgain()
 	for {
 		type group struct {
 			addr   string
@@ -36,8 +34,8 @@ func (s *Steps) runReplicated(ctx context.Context, calls []Call) ([]Reply, []int
 			addr, asking := asks[i]
 			if !asking {
 				var err error
-				if addr, err = s.r.Master(ctx, calls[i].Keys[0]); err != nil {
-					return nil, nil, backend.WithKind(backend.KindUnsent, err)
+				if addr, err = r.r.Master(ctx, calls[i].Keys[0]); err != nil {
+					return nil, backend.WithKind(backend.KindUnsent, err)
 				}
 			}
 			key := fmt.Sprint(addr, asking)
@@ -50,7 +48,7 @@ func (s *Steps) runReplicated(ctx context.Context, calls []Call) ([]Reply, []int
 		}
 		errs := make(chan error, len(groups))
 		for _, g := range groups {
-			go func() { errs <- s.sendReplicated(ctx, g.addr, g.asking, calls, res, acks, g.idx) }()
+			go func() { errs <- r.sendReplicated(ctx, g.addr, g.asking, calls, res, g.idx) }()
 		}
 		var err error
 		for range groups {
@@ -59,14 +57,14 @@ func (s *Steps) runReplicated(ctx context.Context, calls []Call) ([]Reply, []int
 			}
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		// The calls a cluster sent elsewhere or refused for now go again.
 		again := pending[:0:0]
 		clear(asks)
 		reload := false
 		for _, i := range pending {
-			switch s.refusal(res[i].Err) {
+			switch r.refusal(res[i].Err) {
 			case Ask:
 				if f := strings.Fields(res[i].Err.Error()); len(f) == 3 {
 					asks[i] = f[2]
@@ -78,35 +76,32 @@ func (s *Steps) runReplicated(ctx context.Context, calls []Call) ([]Reply, []int
 			}
 			again = append(again, i)
 		}
-		if len(again) == 0 || time.Now().After(deadline) {
-			return res, acks, nil
+		if len(again) == 0 || time.Now().After(b.deadline) {
+			return res, nil
 		}
 		pending = again
 		if reload {
-			s.r.Reload(ctx)
+			r.r.Reload(ctx)
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return res, acks, nil
-		case <-t.C:
+		if !b.sleep(ctx) {
+			return res, nil
 		}
-		delay = min(2*delay, tryAgainMax)
 	}
 }
 
 // sendReplicated sends the calls of idx to the node at addr in one round
 // trip followed by WAIT, and the ones the server did not know as EVALs in
 // a second one, also followed by WAIT.
-func (s *Steps) sendReplicated(ctx context.Context, addr string, asking bool, calls []Call, res []Reply, acks []int64, idx []int) error {
+func (r *Runner) sendReplicated(ctx context.Context, addr string, asking bool, calls []Call, res []Reply, idx []int) error {
+	w := r.e.cfg.Wait
 	send := func(idx []int, eval bool) error {
-		got, n := s.r.EvalWait(ctx, addr, asking, pick(calls, idx), eval, s.cfg.waitReplicas, s.cfg.waitTimeout)
+		got, n := r.r.EvalWait(ctx, addr, asking, pick(calls, idx), eval, w.Replicas, w.Timeout)
 		for j, i := range idx {
-			if err := s.failed(got[j].Err); err != nil {
+			if err := r.failed(got[j].Err); err != nil {
 				return err
 			}
-			res[i], acks[i] = got[j], n
+			res[i] = got[j]
+			res[i].Acks = n
 		}
 		return nil
 	}
@@ -115,7 +110,7 @@ func (s *Steps) sendReplicated(ctx context.Context, addr string, asking bool, ca
 	}
 	var noscript []int
 	for _, i := range idx {
-		if s.refusal(res[i].Err) == NoScript {
+		if r.refusal(res[i].Err) == NoScript {
 			noscript = append(noscript, i)
 		}
 	}
@@ -123,18 +118,4 @@ func (s *Steps) sendReplicated(ctx context.Context, addr string, asking bool, ca
 		return nil
 	}
 	return send(noscript, true)
-}
-
-// unconfirmed releases a grant that too few replicas acknowledged. Its
-// error is not returned: the caller returns ErrNotReplicated, and the core
-// cleans up by token after a failed step anyway.
-func (s *Steps) unconfirmed(ctx context.Context, id, token string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	_ = s.release(ctx, id, token)
-}
-
-// notReplicated returns backend.ErrNotReplicated with the counts.
-func (s *Steps) notReplicated(acked int64) error {
-	return fmt.Errorf("%w: %d of %d replicas within %v", backend.ErrNotReplicated, acked, s.cfg.waitReplicas, s.cfg.waitTimeout)
 }

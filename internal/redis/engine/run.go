@@ -3,116 +3,242 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/backendkit/fallback"
-	"github.com/redislocker/lock/internal/redis/scripts"
 )
 
-// run sends c as EVALSHA and, when the server does not know the script, as
-// EVAL; a call the cluster refused for now is resent as tryAgain says. The
-// error is a failure of the round trip, classified; an error reply is in
-// the Reply. With Hooks.ResendBroken a failed round trip is sent once more.
-func (s *Steps) run(ctx context.Context, c Call) (Reply, error) {
-	return resendOnce(s, ctx, func() (Reply, error) { return s.runOnce(ctx, c) })
+// Sender is an adapter's client as a Runner uses it: the adapter's own
+// I/O, which it hands to the Runner it builds.
+type Sender interface {
+	// Eval sends one call as EVALSHA, or as EVAL when eval is set.
+	Eval(ctx context.Context, c Call, eval bool) Reply
+	// EvalAll sends calls in one round trip (one pipeline; one per master
+	// on a cluster), each as EVALSHA or, with eval, as EVAL. It returns
+	// one Reply per call; a failed round trip fails every call.
+	EvalAll(ctx context.Context, calls []Call, eval bool) []Reply
+	// Classify says what an error of the client means for a call, in the
+	// backend's one vocabulary of error kinds: backend.KindAnswer for a
+	// reply of the server (the call ran, or was refused, as the reply
+	// says), backend.KindUnsent for a failure before the call was written
+	// (no connection could be made, the client was closed),
+	// backend.KindUnknown for any other failure (the call may have run).
+	// For a reply that refused to run the call, Refusal says why.
+	Classify(err error) (backend.Kind, Refusal)
 }
 
-// runResent is run that also returns the failure of the first send when
-// the call was resent (nil otherwise): a release whose first send may have
-// taken effect cannot trust a resend's "not held".
-func (s *Steps) runResent(ctx context.Context, c Call) (r Reply, first, err error) {
-	r, err = resendOnce(s, ctx, func() (Reply, error) {
-		r, err := s.runOnce(ctx, c)
-		if err != nil && first == nil {
-			first = err
-		}
-		return r, err
-	})
-	return r, first, err
+// Replicas is what Config.Wait needs of a client: a WAIT must follow the
+// calls it confirms on their connection.
+type Replicas interface {
+	// Master returns the address of the master that serves key; any
+	// constant (e.g. "") on one server.
+	Master(ctx context.Context, key string) (string, error)
+	// Reload makes Master read the cluster's slots again (after a MOVED,
+	// TRYAGAIN or CLUSTERDOWN).
+	Reload(ctx context.Context)
+	// EvalWait sends calls to the node at addr (redirects not followed) in
+	// one round trip, each after ASKING when asking. WAIT replicas timeout
+	// follows on the same connection; acks is its reply. acks is 0 when
+	// WAIT failed, or when the node is unknown and the calls went through
+	// the client's routing instead.
+	EvalWait(ctx context.Context, addr string, asking bool, calls []Call, eval bool, replicas int, timeout time.Duration) (r []Reply, acks int64)
 }
 
-func (s *Steps) runOnce(ctx context.Context, c Call) (Reply, error) {
-	var r Reply
-	send := func() {
-		r = s.c.Eval(ctx, c, false)
-		if s.refusal(r.Err) == NoScript {
-			r = s.c.Eval(ctx, c, true)
-		}
+// Runner sends an adapter's calls with the adapter's Sender: before the
+// first step (and every keys.WireRefresh) the wire check, then EVALSHA and
+// EVAL after a NOSCRIPT reply, a resend of what Redis Cluster refused for
+// now, once more after a broken round trip (with resendBroken), and the
+// WAIT of calls with Call.Wait. It also holds the Backend's closed state.
+// Safe for concurrent use.
+type Runner struct {
+	e            *Engine
+	s            Sender
+	r            Replicas // nil unless the Engine's Config has a Wait
+	resendBroken bool
+	closed       atomic.Bool
+	wireCheck    wireCheck // the prefix's wire protocol version, checked before the steps (see wire)
+}
+
+// NewRunner returns the Runner of e's calls on s. r is needed when e's
+// Config has a Wait. With resendBroken a step is sent once more when its
+// round trip failed on the connection: for a client that never resends a
+// write itself (rueidis), where a connection that broke while idle is often
+// noticed only by the next command on it. Every step is idempotent by
+// token (release through the scripts' "rel" field), so a resend is safe.
+func NewRunner(e *Engine, s Sender, r Replicas, resendBroken bool) *Runner {
+	return &Runner{e: e, s: s, r: r, resendBroken: resendBroken, wireCheck: newWireCheck()}
+}
+
+// Check returns backend.ErrClosed once the Runner is closed, else ctx's
+// error.
+func (r *Runner) Check(ctx context.Context) error {
+	if r.closed.Load() {
+		return backend.ErrClosed
 	}
-	send()
-	tryAgain(ctx, func() bool { return s.refusal(r.Err).cluster() }, send)
-	if err := s.failed(r.Err); err != nil {
+	return ctx.Err()
+}
+
+// Close marks the Runner closed; it reports false when it already was.
+func (r *Runner) Close() bool { return r.closed.CompareAndSwap(false, true) }
+
+// Send sends the call of one step: Check, the wire check, then the call
+// (see run). The error is a failure of the round trip, classified; an
+// error reply is in the Reply, for the step's parse.
+func (r *Runner) Send(ctx context.Context, c Call) (Reply, error) {
+	if err := r.Check(ctx); err != nil {
 		return Reply{}, err
 	}
-	return r, nil
+	if err := r.wire(ctx); err != nil {
+		return Reply{}, err
+	}
+	if c.Wait {
+		res, err := r.runReplicated(ctx, []Call{c})
+		if err != nil {
+			return Reply{}, err
+		}
+		return res[0], nil
+	}
+	return r.run(ctx, c)
+}
+
+// SendAll sends the calls of one batch step in one round trip (one per
+// master): Check, nothing for no calls, the wire check, then the calls
+// (see runAll), each followed by a WAIT when it has Call.Wait.
+func (r *Runner) SendAll(ctx context.Context, calls []Call) ([]Reply, error) {
+	if err := r.Check(ctx); err != nil {
+		return nil, err
+	}
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	if err := r.wire(ctx); err != nil {
+		return nil, err
+	}
+	if calls[0].Wait {
+		return r.runReplicated(ctx, calls)
+	}
+	return r.runAll(ctx, calls)
+}
+
+// Unconfirmed releases a grant that too few replicas acknowledged (an
+// ErrNotReplicated of AcquireReply or AcquireBatchReply). Its outcome is
+// not returned: the step returns ErrNotReplicated, and the core cleans up
+// by token after a failed step anyway.
+func (r *Runner) Unconfirmed(ctx context.Context, id, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_, _ = r.run(ctx, r.e.ReleaseCall(id, token))
+}
+
+// run sends c (see runOnce), and once more when its round trip failed on
+// the connection and resendBroken is set; the Reply's First is then the
+// first failure.
+func (r *Runner) run(ctx context.Context, c Call) (Reply, error) {
+	rep, err := r.runOnce(ctx, c)
+	if !r.resend(ctx, err) {
+		return rep, err
+	}
+	first := err
+	rep, err = r.runOnce(ctx, c)
+	rep.First = first
+	return rep, resent(first, err)
+}
+
+// runOnce sends c (see eval), and again while the cluster refuses it for
+// now, as tryAgain says. The error is a failure of the round trip,
+// classified; an error reply is in the Reply.
+func (r *Runner) runOnce(ctx context.Context, c Call) (Reply, error) {
+	rep := r.eval(ctx, c)
+	for b := tryAgain(); r.refusal(rep.Err).cluster() && b.wait(ctx); {
+		rep = r.eval(ctx, c)
+	}
+	if err := r.failed(rep.Err); err != nil {
+		return Reply{}, err
+	}
+	return rep, nil
+}
+
+// eval sends c with the adapter's client as EVALSHA and, when the server
+// does not know the script, as EVAL.
+func (r *Runner) eval(ctx context.Context, c Call) Reply {
+	rep := r.s.Eval(ctx, c, false)
+	if r.refusal(rep.Err) == NoScript {
+		rep = r.s.Eval(ctx, c, true)
+	}
+	return rep
 }
 
 // runAll sends calls in one round trip of EVALSHAs. It resends the ones
 // the server did not know as EVALs in a second one (a NOSCRIPT reply means
 // the call did not run), and the ones the cluster refused for now as
-// tryAgain says. The error is a failure of a round trip; the per-call error replies
-// are in the Replies. With Hooks.ResendBroken a failed batch is sent once
-// more.
-func (s *Steps) runAll(ctx context.Context, calls []Call) ([]Reply, error) {
-	return resendOnce(s, ctx, func() ([]Reply, error) { return s.runAllOnce(ctx, calls) })
+// tryAgain says. The error is a failure of a round trip; the per-call
+// error replies are in the Replies. With resendBroken a failed batch is
+// sent once more.
+func (r *Runner) runAll(ctx context.Context, calls []Call) ([]Reply, error) {
+	res, err := r.runAllOnce(ctx, calls)
+	if !r.resend(ctx, err) {
+		return res, err
+	}
+	first := err
+	res, err = r.runAllOnce(ctx, calls)
+	return res, resent(first, err)
 }
 
-func (s *Steps) runAllOnce(ctx context.Context, calls []Call) ([]Reply, error) {
+func (r *Runner) runAllOnce(ctx context.Context, calls []Call) ([]Reply, error) {
 	if len(calls) == 1 {
-		r, err := s.runOnce(ctx, calls[0])
+		rep, err := r.runOnce(ctx, calls[0])
 		if err != nil {
 			return nil, err
 		}
-		return []Reply{r}, nil
+		return []Reply{rep}, nil
 	}
 	res := make([]Reply, len(calls))
 	all := make([]int, len(calls))
 	for i := range all {
 		all[i] = i
 	}
-	if err := s.sendSome(ctx, calls, res, all); err != nil {
+	if err := r.sendSome(ctx, calls, res, all); err != nil {
 		return nil, err
 	}
 	var refused []int
-	var failed error
-	tryAgain(ctx, func() bool {
+	for b := tryAgain(); ; {
 		refused = refused[:0]
-		for i, r := range res {
-			if s.refusal(r.Err).cluster() {
+		for i, rep := range res {
+			if r.refusal(rep.Err).cluster() {
 				refused = append(refused, i)
 			}
 		}
-		return len(refused) > 0 && failed == nil
-	}, func() {
-		failed = s.sendSome(ctx, calls, res, refused)
-	})
-	if failed != nil {
-		return nil, failed
+		if len(refused) == 0 || !b.wait(ctx) {
+			return res, nil
+		}
+		if err := r.sendSome(ctx, calls, res, refused); err != nil {
+			return nil, err
+		}
 	}
-	return res, nil
 }
 
 // sendSome sends the calls of idx in one round trip of EVALSHAs and the
 // ones the server did not know as EVALs in a second one, and stores their
 // replies in res. It returns a failure of a round trip.
-func (s *Steps) sendSome(ctx context.Context, calls []Call, res []Reply, idx []int) error {
-	got := s.c.EvalAll(ctx, pick(calls, idx), false)
+func (r *Runner) sendSome(ctx context.Context, calls []Call, res []Reply, idx []int) error {
+	got := r.s.EvalAll(ctx, pick(calls, idx), false)
 	var retry []int
 	for j, i := range idx {
 		res[i] = got[j]
-		if s.refusal(got[j].Err) == NoScript {
+		if r.refusal(got[j].Err) == NoScript {
 			retry = append(retry, i)
-		} else if err := s.failed(got[j].Err); err != nil {
+		} else if err := r.failed(got[j].Err); err != nil {
 			return err
 		}
 	}
 	if len(retry) == 0 {
 		return nil
 	}
-	got = s.c.EvalAll(ctx, pick(calls, retry), true)
+	got = r.s.EvalAll(ctx, pick(calls, retry), true)
 	for j, i := range retry {
-		if err := s.failed(got[j].Err); err != nil {
+		if err := r.failed(got[j].Err); err != nil {
 			return err
 		}
 		res[i] = got[j]
@@ -132,6 +258,27 @@ func pick(calls []Call, idx []int) []Call {
 	return out
 }
 
+// refusal returns why err, a reply, refused its call, or NotRefused.
+func (r *Runner) refusal(err error) Refusal {
+	if err == nil {
+		return NotRefused
+	}
+	_, ref := r.s.Classify(err)
+	return ref
+}
+
+// failed returns err marked with its backend.Kind when it is a failure of
+// the round trip, and nil when err is nil or a reply of the server.
+func (r *Runner) failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	if k, _ := r.s.Classify(err); k != backend.KindAnswer {
+		return backend.WithKind(k, err)
+	}
+	return nil
+}
+
 // Resending a step that Redis Cluster refused for now.
 const (
 	tryAgainFor   = 5 * time.Second        // longest time a step is resent
@@ -139,8 +286,9 @@ const (
 	tryAgainMax   = 250 * time.Millisecond // longest delay
 )
 
-// tryAgain resends a step while again reports that Redis Cluster refused
-// it for now, for up to tryAgainFor or until ctx ends.
+// tryAgain returns the backoff of a step that Redis Cluster refused for
+// now: its resends wait tryAgainFirst, doubled each time up to
+// tryAgainMax, for up to tryAgainFor or until ctx ends.
 //
 // TRYAGAIN answers a step whose keys are split between two nodes, or
 // missing, while their slot migrates (a free lock has no lock key).
@@ -150,52 +298,52 @@ const (
 // resend them only a few times within milliseconds (rueidis: read-only
 // commands only), and a slot migration takes longer. The core cannot do
 // it instead: it retries only queued steps, and it knows nothing of slots.
-func tryAgain(ctx context.Context, again func() bool, resend func()) {
-	delay := tryAgainFirst
-	deadline := time.Now().Add(tryAgainFor)
-	for again() && time.Now().Before(deadline) {
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		resend()
-		delay = min(2*delay, tryAgainMax)
-	}
+func tryAgain() backoff {
+	return backoff{delay: tryAgainFirst, deadline: time.Now().Add(tryAgainFor)}
 }
 
-// resendOnce runs send, and once more when its round trip failed on the
-// connection (not ctx) and Hooks.ResendBroken is set. A resend that never
-// reached the store after a first try that may have leaves the outcome
-// unknown.
-func resendOnce[T any](s *Steps, ctx context.Context, send func() (T, error)) (T, error) {
-	v, err := send()
-	if err == nil || !s.hooks.ResendBroken || ctx.Err() != nil ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return v, err
+// backoff paces the resends of one step (see tryAgain).
+type backoff struct {
+	delay    time.Duration
+	deadline time.Time
+}
+
+// wait waits before the next resend; it reports false, at once, when the
+// resends' time is up, or when ctx ends.
+func (b *backoff) wait(ctx context.Context) bool {
+	if !time.Now().Before(b.deadline) {
+		return false
 	}
-	first := err
-	v, err = send()
+	return b.sleep(ctx)
+}
+
+// sleep waits the next delay; it reports false when ctx ended first.
+func (b *backoff) sleep(ctx context.Context) bool {
+	t := time.NewTimer(b.delay)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	case <-t.C:
+	}
+	b.delay = min(2*b.delay, tryAgainMax)
+	return true
+}
+
+// resend reports whether a step whose round trip failed with err is sent
+// once more: with resendBroken, when the failure is the connection's, not
+// ctx's.
+func (r *Runner) resend(ctx context.Context, err error) bool {
+	return err != nil && r.resendBroken && ctx.Err() == nil &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// resent returns err, the failure of a resend after a first send that
+// failed with first: a resend that never reached the store after a first
+// try that may have leaves the outcome unknown.
+func resent(first, err error) error {
 	if fallback.Unsent(err) && !fallback.Unsent(first) {
-		err = backend.WithKind(backend.KindUnknown, err)
+		return backend.WithKind(backend.KindUnknown, err)
 	}
-	return v, err
-}
-
-// replyErr maps the scripts' error replies to the backend's sentinels and
-// marks every other error reply as the store's answer. A failure of the
-// round trip is returned classified, as failed does.
-func (s *Steps) replyErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	if f := s.failed(err); f != nil {
-		return f
-	}
-	if m := scripts.MapError(err.Error()); m != nil {
-		return m
-	}
-	return backend.WithKind(backend.KindAnswer, err)
+	return err
 }

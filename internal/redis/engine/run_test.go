@@ -49,8 +49,6 @@ func (f *fakeClient) EvalAll(ctx context.Context, calls []Call, eval bool) []Rep
 	return out
 }
 
-func (f *fakeClient) Cluster() bool { return false }
-
 func (f *fakeClient) Classify(err error) (backend.Kind, Refusal) {
 	switch err {
 	case nil:
@@ -65,19 +63,15 @@ func (f *fakeClient) Classify(err error) (backend.Kind, Refusal) {
 	return backend.KindAnswer, NotRefused
 }
 
-func newFake(t *testing.T, h Hooks, replies ...Reply) (*Steps, *fakeClient) {
+func newFake(t *testing.T, resendBroken bool, replies ...Reply) (*testBackend, *fakeClient) {
 	t.Helper()
-	cfg, err := Validate("test", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	f := &fakeClient{replies: replies}
-	return New(cfg, f, nil, h), f
+	return newTestBackend(testConfig(t), f, false, resendBroken), f
 }
 
 // A NOSCRIPT reply is followed by the same call as EVAL.
 func TestNoScriptFallsBackToEval(t *testing.T) {
-	s, f := newFake(t, Hooks{}, Reply{Err: errNoScript}, Reply{})
+	s, f := newFake(t, false, Reply{Err: errNoScript}, Reply{})
 	if err := s.Extend(context.Background(), "x", "T", time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +83,11 @@ func TestNoScriptFallsBackToEval(t *testing.T) {
 // A round trip that never reached the server is unsent; one whose resend
 // never reached it, after a first try that may have, is unknown.
 func TestFailureKinds(t *testing.T) {
-	s, _ := newFake(t, Hooks{}, Reply{Err: errRefused})
+	s, _ := newFake(t, false, Reply{Err: errRefused})
 	if err := s.Extend(context.Background(), "x", "T", time.Second); !fallback.Unsent(err) || !errors.Is(err, errRefused) {
 		t.Fatalf("refused = %v, want an unsent error matching the client's", err)
 	}
-	s, f := newFake(t, Hooks{ResendBroken: true}, Reply{Err: errReset}, Reply{Err: errRefused})
+	s, f := newFake(t, true, Reply{Err: errReset}, Reply{Err: errRefused})
 	err := s.Extend(context.Background(), "x", "T", time.Second)
 	if len(f.sent) != 2 {
 		t.Fatalf("sent %d times, want the step resent once", len(f.sent))
@@ -101,7 +95,7 @@ func TestFailureKinds(t *testing.T) {
 	if fallback.Unsent(err) || backend.KindOf(err) != backend.KindUnknown {
 		t.Fatalf("reset then refused = %v (kind %v), want unknown: the first try may have run", err, backend.KindOf(err))
 	}
-	s, _ = newFake(t, Hooks{}, Reply{Err: errors.New("LOCKNOTHELD the token does not hold the lock")})
+	s, _ = newFake(t, false, Reply{Err: errors.New("LOCKNOTHELD the token does not hold the lock")})
 	if err := s.Extend(context.Background(), "x", "T", time.Second); !errors.Is(err, backend.ErrNotHeld) || backend.KindOf(err) != backend.KindAnswer {
 		t.Fatalf("not held = %v, want ErrNotHeld, the store's answer", err)
 	}
@@ -114,7 +108,7 @@ func TestFailureKinds(t *testing.T) {
 // (tests/fault TestLinearizableFencedMutex, rueidis).
 func TestResentReleaseNotHeldIsUnknown(t *testing.T) {
 	notHeld := Reply{Err: errors.New("LOCKNOTHELD the token does not hold the lock")}
-	s, f := newFake(t, Hooks{ResendBroken: true}, Reply{Err: errReset}, notHeld)
+	s, f := newFake(t, true, Reply{Err: errReset}, notHeld)
 	err := s.Release(context.Background(), "x", "T")
 	if len(f.sent) != 2 {
 		t.Fatalf("sent %d times, want the release resent once", len(f.sent))
@@ -123,12 +117,12 @@ func TestResentReleaseNotHeldIsUnknown(t *testing.T) {
 		t.Fatalf("reset then not held = %v (kind %v), want the first failure, of unknown outcome", err, backend.KindOf(err))
 	}
 	// Without a failed first send, "not held" is the store's answer.
-	s, _ = newFake(t, Hooks{ResendBroken: true}, notHeld)
+	s, _ = newFake(t, true, notHeld)
 	if err := s.Release(context.Background(), "x", "T"); !errors.Is(err, backend.ErrNotHeld) {
 		t.Fatalf("not held = %v, want ErrNotHeld", err)
 	}
 	// A first send that never left is not a maybe: its resend's answer holds.
-	s, _ = newFake(t, Hooks{ResendBroken: true}, Reply{Err: errRefused}, notHeld)
+	s, _ = newFake(t, true, Reply{Err: errRefused}, notHeld)
 	if err := s.Release(context.Background(), "x", "T"); !errors.Is(err, backend.ErrNotHeld) {
 		t.Fatalf("refused then not held = %v, want ErrNotHeld", err)
 	}

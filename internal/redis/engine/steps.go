@@ -1,367 +1,298 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
+	"strings"
 	"time"
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/backendkit/fallback"
-	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/redis/scripts"
 )
 
-// Hooks are an adapter's additions to the shared steps. The zero value
-// adds nothing.
-type Hooks struct {
-	// ResendBroken sends a step once more when its round trip failed on
-	// the connection. For a client that never resends a write itself
-	// (rueidis): a connection that broke while idle is often noticed only
-	// by the next command on it. Every step is idempotent by token
-	// (release through the scripts' "rel" field), so a resend is safe.
-	ResendBroken bool
+// The steps, each as a pair: XCall builds the call (script, KEYS, ARGV),
+// XReply parses what the Runner got for it. An adapter sends the call with
+// its own client in between (through a Runner).
+
+// AcquireCall is the acquire script: fair try-acquire with optional
+// enqueue.
+func (e *Engine) AcquireCall(req backend.AcquireRequest) Call {
+	k, a := e.consts.Acquire(e.cfg.Keys.For(req.ID), req, e.inboxAddress(req.ID))
+	return Call{Script: scripts.Acquire, Keys: k, Args: a, Wait: e.cfg.Wait.Replicas > 0}
 }
 
-// Steps are the backend steps of a Redis adapter: backend.Backend's
-// steps but Subscribe and Close, backend.Batcher and backend.Resolver. An adapter embeds
-// it and adds Subscribe and Close. Safe for concurrent use.
-type Steps struct {
-	cfg     Config
-	c       Client
-	r       Replicas // nil unless cfg.waitReplicas > 0
-	hooks   Hooks
-	closed  atomic.Bool
-	perSlot bool   // one inbox per hash slot (see Inbox)
-	inbox   string // the one inbox, when not perSlot
-	address string // its address for the scripts (scripts.InboxAddress)
-
-	wireCheck wireCheck // the prefix's wire protocol version, checked before the steps (see wire)
-}
-
-// New returns the steps of cfg on c. r is needed when cfg has WaitReplicas.
-func New(cfg Config, c Client, r Replicas, h Hooks) *Steps {
-	s := &Steps{cfg: cfg, c: c, r: r, hooks: h, wireCheck: newWireCheck()}
-	// A script may send only to an inbox of its own slot on Redis Cluster,
-	// except by PUBLISH, which every node forwards to every other one.
-	s.perSlot = c.Cluster() && cfg.InboxKind() != scripts.InboxClassic
-	if !s.perSlot {
-		s.inbox = cfg.ks.Inbox(cfg.process, -1)
-		s.address = scripts.InboxAddress(cfg.InboxKind(), s.inbox)
-	}
-	return s
-}
-
-// inboxAddress returns the inbox argument of the scripts for a waiter of
-// id: where its wake-ups go (see Inbox).
-func (s *Steps) inboxAddress(id string) string {
-	if !s.perSlot {
-		return s.address
-	}
-	return scripts.InboxAddress(s.cfg.InboxKind(), s.Inbox(id))
-}
-
-// Inbox returns the name of the inbox that this Backend's wake-ups for id
-// come to: one per hash slot on Redis Cluster (SPUBLISH, or an inbox key),
-// otherwise one for every id.
-func (s *Steps) Inbox(id string) string {
-	if !s.perSlot {
-		return s.inbox
-	}
-	return s.cfg.ks.Inbox(s.cfg.process, keys.SlotOf(id))
-}
-
-// ConfigOf returns the Config s runs with.
-func ConfigOf(s *Steps) Config { return s.cfg }
-
-// Check returns backend.ErrClosed once s is closed, else ctx's error.
-func Check(s *Steps, ctx context.Context) error {
-	if s.closed.Load() {
-		return backend.ErrClosed
-	}
-	return ctx.Err()
-}
-
-// ready is Check, then the wire protocol check (see wire) of a step that
-// is about to be sent.
-func (s *Steps) ready(ctx context.Context) error {
-	if err := Check(s, ctx); err != nil {
-		return err
-	}
-	return s.wire(ctx)
-}
-
-// Close marks s closed; it reports false when s already was.
-func Close(s *Steps) bool { return s.closed.CompareAndSwap(false, true) }
-
-// Prefix returns the key prefix in use.
-func (s *Steps) Prefix() string { return s.cfg.ks.Prefix() }
-
-// Resolution returns one millisecond: leases are set with PX.
-func (s *Steps) Resolution() time.Duration { return time.Millisecond }
-
-// HandsOff reports whether the core may take a grant by hand-off as it
-// comes (backend.HandOffer): the scripts always hand off, but with
-// WaitReplicas a waiter must learn of its grant from a step of its own,
-// which waits for the replicas to have it (a retried grant).
-func (s *Steps) HandsOff() bool { return s.cfg.WaitReplicas() == 0 }
-
-func (s *Steps) acquireCall(req backend.AcquireRequest) Call {
-	k, a := s.cfg.consts.Acquire(s.cfg.ks.For(req.ID), req, s.inboxAddress(req.ID))
-	return Call{Script: scripts.Acquire, Keys: k, Args: a}
-}
-
-func (s *Steps) releaseCall(id, token string) Call {
-	k, a := s.cfg.consts.Release(s.cfg.ks.For(id), token)
-	return Call{Script: scripts.Release, Keys: k, Args: a}
-}
-
-func (s *Steps) leaveCall(id, token string) Call {
-	k, a := s.cfg.consts.Leave(s.cfg.ks.For(id), token)
-	return Call{Script: scripts.Leave, Keys: k, Args: a}
-}
-
-// Acquire runs the acquire script: fair try-acquire with optional enqueue.
-func (s *Steps) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
-	if err := s.ready(ctx); err != nil {
+// AcquireReply parses acquire's reply. A grant that too few replicas
+// acknowledged is backend.ErrNotReplicated: the adapter releases it
+// (Runner.Unconfirmed).
+func (e *Engine) AcquireReply(r Reply) (backend.Grant, error) {
+	if err := replyErr(r.Err); err != nil {
 		return backend.Grant{}, err
 	}
-	c := s.acquireCall(req)
-	if s.cfg.waitReplicas == 0 {
-		r, err := s.run(ctx, c)
-		if err != nil {
-			return backend.Grant{}, err
-		}
-		return s.acquireResult(r)
-	}
-	res, acks, err := s.runReplicated(ctx, []Call{c})
-	if err != nil {
-		return backend.Grant{}, err
-	}
-	g, err := s.acquireResult(res[0])
-	if err == nil && g.Acquired && acks[0] < int64(s.cfg.waitReplicas) {
-		s.unconfirmed(ctx, req.ID, req.Token)
-		return backend.Grant{}, s.notReplicated(acks[0])
+	g, err := scripts.ParseAcquire(r.Ints)
+	if err == nil && g.Acquired && e.short(r.Acks) {
+		return backend.Grant{}, e.notReplicated(r.Acks)
 	}
 	return g, err
 }
 
-// Release runs the release script: compare-and-delete, then wake the head.
-func (s *Steps) Release(ctx context.Context, id, token string) error {
-	if err := s.ready(ctx); err != nil {
-		return err
-	}
-	return s.release(ctx, id, token)
+// ReleaseCall is the release script: compare-and-delete, then wake the
+// head.
+func (e *Engine) ReleaseCall(id, token string) Call {
+	k, a := e.consts.Release(e.cfg.Keys.For(id), token)
+	return Call{Script: scripts.Release, Keys: k, Args: a}
 }
 
-func (s *Steps) release(ctx context.Context, id, token string) error {
-	r, first, err := s.runResent(ctx, s.releaseCall(id, token))
-	if err == nil {
-		err = s.replyErr(r.Err)
-		if first != nil && !fallback.Unsent(first) && errors.Is(err, backend.ErrNotHeld) {
-			// The first send may have released the lock before its
-			// connection broke, and a later release of another token may
-			// have replaced the marker that answers a resend: the outcome
-			// is unknown, not "not held".
-			err = first
-		}
+// ReleaseReply parses release's reply.
+func (e *Engine) ReleaseReply(r Reply) error {
+	err := replyErr(r.Err)
+	if r.First != nil && !fallback.Unsent(r.First) && errors.Is(err, backend.ErrNotHeld) {
+		// The first send may have released the lock before its connection
+		// broke, and a later release of another token may have replaced
+		// the marker that answers a resend: the outcome is unknown, not
+		// "not held".
+		return r.First
 	}
 	return err
 }
 
-// Extend runs the extend script: compare-and-PEXPIRE.
-func (s *Steps) Extend(ctx context.Context, id, token string, ttl time.Duration) error {
-	if err := s.ready(ctx); err != nil {
-		return err
-	}
-	c := s.extendCall(backend.ExtendRequest{ID: id, Token: token, TTL: ttl})
-	if s.cfg.waitReplicas == 0 {
-		r, err := s.run(ctx, c)
-		if err != nil {
-			return err
-		}
-		return s.replyErr(r.Err)
-	}
-	res, acks, err := s.runReplicated(ctx, []Call{c})
-	if err != nil {
-		return err
-	}
-	return s.extendResult(res[0], acks, 0)
+// ExtendCall is the extend script: compare-and-PEXPIRE.
+func (e *Engine) ExtendCall(r backend.ExtendRequest) Call {
+	k, a := e.consts.Extend(e.cfg.Keys.For(r.ID), r.Token, r.TTL)
+	return Call{Script: scripts.Extend, Keys: k, Args: a, Wait: e.cfg.Wait.Replicas > 0}
 }
 
-func (s *Steps) extendCall(r backend.ExtendRequest) Call {
-	k, a := s.cfg.consts.Extend(s.cfg.ks.For(r.ID), r.Token, r.TTL)
-	return Call{Script: scripts.Extend, Keys: k, Args: a}
-}
-
-// extendResult is the outcome of the i-th extend of a round trip: the
-// store's answer, or ErrNotReplicated when acks (nil without WaitReplicas)
-// says too few replicas have it.
-func (s *Steps) extendResult(r Reply, acks []int64, i int) error {
-	if err := s.replyErr(r.Err); err != nil {
+// ExtendReply parses extend's reply: the store's answer, or
+// ErrNotReplicated when too few replicas acknowledged it.
+func (e *Engine) ExtendReply(r Reply) error {
+	if err := replyErr(r.Err); err != nil {
 		return err
 	}
-	if acks != nil && acks[i] < int64(s.cfg.waitReplicas) {
-		return s.notReplicated(acks[i])
+	if e.short(r.Acks) {
+		return e.notReplicated(r.Acks)
 	}
 	return nil
 }
 
-// runBatch runs calls in one round trip (one per master), each followed by
-// a WAIT when WaitReplicas is set; acks is nil otherwise.
-func (s *Steps) runBatch(ctx context.Context, calls []Call) (res []Reply, acks []int64, err error) {
-	if s.cfg.waitReplicas == 0 {
-		res, err = s.runAll(ctx, calls)
-		return res, nil, err
+// ExtendBatchCalls are one extend call per request, for one round trip.
+func (e *Engine) ExtendBatchCalls(reqs []backend.ExtendRequest) []Call {
+	calls := make([]Call, len(reqs))
+	for i, r := range reqs {
+		calls[i] = e.ExtendCall(r)
 	}
-	return s.runReplicated(ctx, calls)
+	return calls
 }
 
-// Leave runs the leave script: drop the entry, release a raced grant, wake
-// the new head.
-func (s *Steps) Leave(ctx context.Context, id, token string) error {
-	if err := s.ready(ctx); err != nil {
+// ExtendBatchReply parses the replies of ExtendBatchCalls: one error per
+// request.
+func (e *Engine) ExtendBatchReply(rs []Reply) []error {
+	out := make([]error, len(rs))
+	for i, r := range rs {
+		out[i] = e.ExtendReply(r)
+	}
+	return out
+}
+
+// LeaveCall is the leave script: drop the entry, release a raced grant,
+// wake the new head.
+func (e *Engine) LeaveCall(id, token string) Call {
+	k, a := e.consts.Leave(e.cfg.Keys.For(id), token)
+	return Call{Script: scripts.Leave, Keys: k, Args: a}
+}
+
+// LeaveReply checks a leave's reply (2 integers: whether it removed an
+// entry, whether it released the lock).
+func (e *Engine) LeaveReply(r Reply) error {
+	if err := replyErr(r.Err); err != nil {
 		return err
 	}
-	r, err := s.run(ctx, s.leaveCall(id, token))
-	if err != nil {
-		return err
-	}
-	return s.leaveResult(r)
-}
-
-// Heartbeat runs the heartbeat script once per id (the waiters of one id
-// share a call), all of them in one round trip.
-func (s *Steps) Heartbeat(ctx context.Context, waiters []backend.Waiter, waiterTTL time.Duration) ([]backend.HeartbeatResult, error) {
-	if err := Check(s, ctx); err != nil {
-		return nil, err
-	}
-	if len(waiters) == 0 {
-		return nil, nil
-	}
-	if err := s.wire(ctx); err != nil {
-		return nil, err
-	}
-	groups := scripts.GroupHeartbeats(waiters)
-	calls := make([]Call, len(groups))
-	for i, g := range groups {
-		k, a := s.cfg.consts.Heartbeat(s.cfg.ks.For(g.ID), g.Tokens, waiterTTL)
-		calls[i] = Call{Script: scripts.Heartbeat, Keys: k, Args: a}
-	}
-	res, err := s.runAll(ctx, calls)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]backend.HeartbeatResult, len(waiters))
-	for i, g := range groups {
-		if err := s.replyErr(res[i].Err); err != nil {
-			return nil, err
-		}
-		if err := scripts.ScatterHeartbeat(out, g, res[i].Ints); err != nil {
-			return nil, fmt.Errorf("%s: %w", s.cfg.name, err)
-		}
-	}
-	return out, nil
-}
-
-// AcquireBatch runs the acquire_many script: one call per chunk of up to
-// scripts.MaxAcquireBatch requests on one server, one per hash slot (and
-// chunk) on Redis Cluster, all in one round trip (one per master on a
-// cluster). ErrQueueFull is reported per request, in BatchGrant.Err.
-func (s *Steps) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
-	if err := Check(s, ctx); err != nil {
-		return nil, err
-	}
-	if len(reqs) == 0 {
-		return nil, nil
-	}
-	if err := s.wire(ctx); err != nil {
-		return nil, err
-	}
-	groups := scripts.GroupAcquires(reqs, s.c.Cluster(), scripts.MaxAcquireBatch)
-	calls := make([]Call, len(groups))
-	for i, g := range groups {
-		k, a := s.cfg.consts.AcquireMany(s.cfg.ks, g, s.inboxAddress(g.Reqs[0].ID))
-		calls[i] = Call{Script: scripts.AcquireMany, Keys: k, Args: a}
-	}
-	res, acks, err := s.runBatch(ctx, calls)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]backend.BatchGrant, len(reqs))
-	for i, g := range groups {
-		if err := s.batchResult(out, g, res[i]); err != nil {
-			return nil, err
-		}
-		if acks == nil || acks[i] >= int64(s.cfg.waitReplicas) {
-			continue
-		}
-		for _, j := range g.Pos {
-			if out[j].Err == nil && out[j].Acquired {
-				s.unconfirmed(ctx, reqs[j].ID, reqs[j].Token)
-				out[j] = backend.BatchGrant{Err: s.notReplicated(acks[i])}
-			}
-		}
-	}
-	return out, nil
-}
-
-// batchResult stores the reply r of group g's acquire_many call into out.
-// A full queue is that request's Err.
-func (s *Steps) batchResult(out []backend.BatchGrant, g *scripts.AcquireGroup, r Reply) error {
-	if err := s.replyErr(r.Err); err != nil {
-		return err
-	}
-	if err := scripts.ScatterAcquireMany(out, g, r.Ints); err != nil {
-		return fmt.Errorf("%s: %w", s.cfg.name, err)
+	if len(r.Ints) != 2 {
+		return fmt.Errorf("%s: leave replied %d values, want 2", e.cfg.Adapter, len(r.Ints))
 	}
 	return nil
 }
 
-// LeaveBatch runs one leave script per waiter, in one round trip.
-func (s *Steps) LeaveBatch(ctx context.Context, waiters []backend.Waiter) error {
-	if err := Check(s, ctx); err != nil {
-		return err
-	}
-	if len(waiters) == 0 {
-		return nil
-	}
-	if err := s.wire(ctx); err != nil {
-		return err
-	}
+// LeaveBatchCalls are one leave call per waiter, for one round trip.
+func (e *Engine) LeaveBatchCalls(waiters []backend.Waiter) []Call {
 	calls := make([]Call, len(waiters))
 	for i, w := range waiters {
-		calls[i] = s.leaveCall(w.ID, w.Token)
+		calls[i] = e.LeaveCall(w.ID, w.Token)
 	}
-	res, err := s.runAll(ctx, calls)
-	if err != nil {
-		return err
-	}
+	return calls
+}
+
+// LeaveBatchReply parses the replies of LeaveBatchCalls: the first failure.
+func (e *Engine) LeaveBatchReply(rs []Reply) error {
 	var first error
-	for _, r := range res {
-		if err := s.leaveResult(r); err != nil && first == nil {
+	for _, r := range rs {
+		if err := e.LeaveReply(r); err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
 }
 
-func (s *Steps) acquireResult(r Reply) (backend.Grant, error) {
-	if err := s.replyErr(r.Err); err != nil {
-		return backend.Grant{}, err
-	}
-	return scripts.ParseAcquire(r.Ints)
+// Heartbeats are the heartbeat calls of one Heartbeat step: one per id
+// (the waiters of one id share a call), for one round trip.
+type Heartbeats struct {
+	Calls  []Call
+	n      int
+	groups []*scripts.HeartbeatGroup
 }
 
-// leaveResult checks a leave's reply (2 integers: whether it removed an
-// entry, whether it released the lock).
-func (s *Steps) leaveResult(r Reply) error {
-	if err := s.replyErr(r.Err); err != nil {
+// HeartbeatCalls builds the heartbeat calls of waiters.
+func (e *Engine) HeartbeatCalls(waiters []backend.Waiter, waiterTTL time.Duration) Heartbeats {
+	groups := scripts.GroupHeartbeats(waiters)
+	calls := make([]Call, len(groups))
+	for i, g := range groups {
+		k, a := e.consts.Heartbeat(e.cfg.Keys.For(g.ID), g.Tokens, waiterTTL)
+		calls[i] = Call{Script: scripts.Heartbeat, Keys: k, Args: a}
+	}
+	return Heartbeats{Calls: calls, n: len(waiters), groups: groups}
+}
+
+// HeartbeatReply parses the replies of h's calls: one result per waiter.
+func (e *Engine) HeartbeatReply(h Heartbeats, rs []Reply) ([]backend.HeartbeatResult, error) {
+	out := make([]backend.HeartbeatResult, h.n)
+	for i, g := range h.groups {
+		if err := replyErr(rs[i].Err); err != nil {
+			return nil, err
+		}
+		if err := scripts.ScatterHeartbeat(out, g, rs[i].Ints); err != nil {
+			return nil, fmt.Errorf("%s: %w", e.cfg.Adapter, err)
+		}
+	}
+	return out, nil
+}
+
+// AcquireBatch is the acquire_many calls of one AcquireBatch step: one
+// per chunk of up to scripts.MaxAcquireBatch requests on one server, one
+// per hash slot (and chunk) on Redis Cluster, for one round trip.
+type AcquireBatch struct {
+	Calls  []Call
+	n      int
+	groups []*scripts.AcquireGroup
+}
+
+// AcquireBatchCalls builds the acquire_many calls of reqs.
+func (e *Engine) AcquireBatchCalls(reqs []backend.AcquireRequest) AcquireBatch {
+	groups := scripts.GroupAcquires(reqs, e.cluster, scripts.MaxAcquireBatch)
+	calls := make([]Call, len(groups))
+	for i, g := range groups {
+		k, a := e.consts.AcquireMany(e.cfg.Keys, g, e.inboxAddress(g.Reqs[0].ID))
+		calls[i] = Call{Script: scripts.AcquireMany, Keys: k, Args: a, Wait: e.cfg.Wait.Replicas > 0}
+	}
+	return AcquireBatch{Calls: calls, n: len(reqs), groups: groups}
+}
+
+// AcquireBatchReply parses the replies of b's calls: one BatchGrant per
+// request, in request order; a full queue is that request's Err, and so is
+// ErrNotReplicated for a grant too few replicas acknowledged, which the
+// adapter releases (Runner.Unconfirmed). On a failure out holds the
+// requests parsed before it.
+func (e *Engine) AcquireBatchReply(b AcquireBatch, rs []Reply) (out []backend.BatchGrant, err error) {
+	out = make([]backend.BatchGrant, b.n)
+	for i, g := range b.groups {
+		if err := replyErr(rs[i].Err); err != nil {
+			return out, err
+		}
+		if err := scripts.ScatterAcquireMany(out, g, rs[i].Ints); err != nil {
+			return out, fmt.Errorf("%s: %w", e.cfg.Adapter, err)
+		}
+		if !e.short(rs[i].Acks) {
+			continue
+		}
+		for _, j := range g.Pos {
+			if out[j].Err == nil && out[j].Acquired {
+				out[j] = backend.BatchGrant{Err: e.notReplicated(rs[i].Acks)}
+			}
+		}
+	}
+	return out, nil
+}
+
+// InspectCall is the read-only inspect script. Waiters' QueuedFor is 0:
+// Redis does not record when a waiter was queued.
+func (e *Engine) InspectCall(id string, maxWaiters int) Call {
+	k, a := scripts.InspectCall(e.cfg.Keys.For(id), maxWaiters)
+	return Call{Script: scripts.Inspect, Keys: k, Args: a, Strings: true}
+}
+
+// InspectReply parses inspect's reply for id.
+func (e *Engine) InspectReply(id string, r Reply) (backend.Inspection, error) {
+	if err := replyErr(r.Err); err != nil {
+		return backend.Inspection{ID: id}, err
+	}
+	return scripts.ParseInspect(id, r.Strs)
+}
+
+// ForceReleaseCall is an operator's forced release of id (lockctl
+// release): it deletes the lock whatever its holder's token, but only
+// while the holder's fence is fence (as Inspect reported it), so that it
+// can never end a newer holder's lease. Then, as a release does, it hands
+// the lock off to the live head of the queue, or wakes it: the next
+// grant's fence is above fence. It is one force_release script, with the
+// Backend's purge limit and wake-up command, and no WAIT. A bad id or a
+// fence of 0 is an *backend.ArgumentError.
+func (e *Engine) ForceReleaseCall(id string, fence uint64) (Call, error) {
+	switch {
+	case id == "":
+		return Call{}, &backend.ArgumentError{Arg: "id", Reason: "empty"}
+	case len(id) > backend.MaxIDLength:
+		return Call{}, &backend.ArgumentError{Arg: "id", Reason: fmt.Sprintf("%d bytes, more than %d", len(id), backend.MaxIDLength)}
+	case fence == 0:
+		return Call{}, &backend.ArgumentError{Arg: "fence", Reason: "must be positive: the holder's fence, as Inspect reports it"}
+	}
+	k, a := scripts.ForceReleaseCall(e.cfg.Keys.For(id), fence, e.cfg.Limits.PurgeLimit, e.publish)
+	return Call{Script: scripts.ForceRelease, Keys: k, Args: a}, nil
+}
+
+// ForceReleaseReply parses force_release's reply: nil when it released
+// the lock, and an error that matches backend.ErrNotHeld, and says why,
+// when it refused (the id is not held, or its holder has another fence).
+func (e *Engine) ForceReleaseReply(r Reply) error {
+	if err := replyErr(r.Err); !errors.Is(err, backend.ErrNotHeld) {
 		return err
 	}
-	if len(r.Ints) != 2 {
-		return fmt.Errorf("%s: leave replied %d values, want 2", s.cfg.name, len(r.Ints))
+	if r.First != nil && !fallback.Unsent(r.First) {
+		// The first send may have released the lock before its connection
+		// broke; then the resend finds it free, or granted to the head:
+		// the outcome is unknown, not a refusal.
+		return r.First
 	}
-	return nil
+	msg := strings.TrimPrefix(r.Err.Error(), "ERR ")
+	return &refused{reason: strings.TrimPrefix(msg, scripts.CodeNotHeld+" ")}
+}
+
+// refused is ForceRelease's refusal; it matches backend.ErrNotHeld.
+type refused struct{ reason string }
+
+func (e *refused) Error() string { return "not released: " + e.reason }
+
+// Is reports whether target is backend.ErrNotHeld.
+func (e *refused) Is(target error) bool { return target == backend.ErrNotHeld }
+
+// replyErr maps the scripts' error replies to the backend's sentinels and
+// marks every other error reply as the store's answer. (The Runner
+// returns a failed round trip as its own error: an error left in a Reply
+// is the server's.)
+func replyErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if m := scripts.MapError(err.Error()); m != nil {
+		return m
+	}
+	return backend.WithKind(backend.KindAnswer, err)
+}
+
+// short reports whether acks, the WAIT reply of a call with Wait, is too
+// few replicas.
+func (e *Engine) short(acks int64) bool {
+	return e.cfg.Wait.Replicas > 0 && acks < int64(e.cfg.Wait.Replicas)
+}
+
+// notReplicated returns backend.ErrNotReplicated with the counts.
+func (e *Engine) notReplicated(acked int64) error {
+	return fmt.Errorf("%w: %d of %d replicas within %v", backend.ErrNotReplicated, acked, e.cfg.Wait.Replicas, e.cfg.Wait.Timeout)
 }

@@ -69,8 +69,8 @@ func (w *wireCheck) fresh() bool {
 // that wait for one. Its error is the step's, of kind unsent: a
 // *WireError when the marker holds another version, or the failure of the
 // check's round trip.
-func (s *Steps) wire(ctx context.Context) error {
-	w := &s.wireCheck
+func (r *Runner) wire(ctx context.Context) error {
+	w := &r.wireCheck
 	for {
 		if w.fresh() {
 			return nil
@@ -96,7 +96,7 @@ func (s *Steps) wire(ctx context.Context) error {
 		w.flight = f
 		w.mu.Unlock()
 		sent := time.Since(w.epoch)
-		f.err = s.checkWire(ctx)
+		f.err = r.checkWire(ctx)
 		w.mu.Lock()
 		if f.err == nil {
 			w.passed.Store(1 + int64(sent))
@@ -113,17 +113,32 @@ func (s *Steps) wire(ctx context.Context) error {
 
 // checkWire runs the wire script once: nil when the marker holds (or now
 // holds) keys.WireVersion, with its TTL set again.
-func (s *Steps) checkWire(ctx context.Context) error {
-	k, a := scripts.WireCall(s.cfg.ks, keys.WireVersion, s.wireCheck.ttl)
-	r, err := s.run(ctx, Call{Script: scripts.Wire, Keys: k, Args: a})
+func (r *Runner) checkWire(ctx context.Context) error {
+	rep, err := r.run(ctx, r.e.wireCall(r.wireCheck.ttl))
 	if err != nil {
-		return fmt.Errorf("%s: the wire protocol check: %w", s.cfg.name, err)
+		return fmt.Errorf("%s: the wire protocol check: %w", r.e.cfg.Adapter, err)
 	}
+	if r.refusal(rep.Err) != NotRefused {
+		return fmt.Errorf("%s: the wire protocol check: %w", r.e.cfg.Adapter, rep.Err)
+	}
+	return r.e.wireReply(rep)
+}
+
+// wireCall is the wire script: the prefix's marker must hold
+// keys.WireVersion, and lives ttl after the check.
+func (e *Engine) wireCall(ttl time.Duration) Call {
+	k, a := scripts.WireCall(e.cfg.Keys, keys.WireVersion, ttl)
+	return Call{Script: scripts.Wire, Keys: k, Args: a}
+}
+
+// wireReply parses the wire script's reply: nil, a *WireError when the
+// marker holds another version, or the error reply.
+func (e *Engine) wireReply(r Reply) error {
 	if r.Err == nil {
 		return nil
 	}
-	if found, ok := scripts.WireFound(r.Err.Error()); ok && s.refusal(r.Err) == NotRefused && s.failed(r.Err) == nil {
-		return &WireError{Adapter: s.cfg.name, Prefix: s.cfg.ks.Prefix(), Found: found, Speaks: keys.WireVersion}
+	if found, ok := scripts.WireFound(r.Err.Error()); ok {
+		return &WireError{Adapter: e.cfg.Adapter, Prefix: e.cfg.Keys.Prefix(), Found: found, Speaks: keys.WireVersion}
 	}
-	return fmt.Errorf("%s: the wire protocol check: %w", s.cfg.name, r.Err)
+	return fmt.Errorf("%s: the wire protocol check: %w", e.cfg.Adapter, r.Err)
 }

@@ -16,14 +16,14 @@ import (
 )
 
 // extend runs one Extend of s, the step these tests send.
-func extend(s *Steps) error { return s.Extend(context.Background(), "x", "T", time.Second) }
+func extend(s *testBackend) error { return s.Extend(context.Background(), "x", "T", time.Second) }
 
 // The wire check runs before a Backend's first step, and again only before
 // the first step keys.WireRefresh or more after the last check's send;
 // its call names the prefix's marker, the version and keys.WireTTL.
 func TestWireCheckOncePerRefresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, f := newFake(t, Hooks{}, Reply{}, Reply{}, Reply{}, Reply{}, Reply{})
+		s, f := newFake(t, false, Reply{}, Reply{}, Reply{}, Reply{}, Reply{})
 		var call Call
 		f.onWire = func(c Call) { call = c }
 		for range 3 {
@@ -34,7 +34,7 @@ func TestWireCheckOncePerRefresh(t *testing.T) {
 		if f.wires != 1 || len(f.sent) != 3 {
 			t.Fatalf("3 steps sent %d wire checks and %d steps, want 1 check and 3 steps", f.wires, len(f.sent))
 		}
-		wk, wa := scripts.WireCall(s.cfg.ks, keys.WireVersion, keys.WireTTL)
+		wk, wa := scripts.WireCall(s.e.cfg.Keys, keys.WireVersion, keys.WireTTL)
 		if len(call.Keys) != 1 || call.Keys[0] != wk[0] || call.Keys[0] != "lock:wire" || len(call.Args) != 2 || call.Args[0] != wa[0] || call.Args[1] != "120000" {
 			t.Fatalf("the wire check's call: keys %v, args %v; want [lock:wire], [%d 120000]", call.Keys, call.Args, keys.WireVersion)
 		}
@@ -53,7 +53,7 @@ func TestWireCheckOncePerRefresh(t *testing.T) {
 // error, and the step is not sent; every later step checks again until the
 // marker holds this version.
 func TestWireCheckRefusesAnotherVersion(t *testing.T) {
-	s, f := newFake(t, Hooks{}, Reply{})
+	s, f := newFake(t, false, Reply{})
 	f.wire = Reply{Err: errors.New("LOCKWIRE 2")}
 	for i := 1; i <= 2; i++ {
 		err := extend(s)
@@ -85,7 +85,7 @@ func TestWireCheckRefusesAnotherVersion(t *testing.T) {
 // too. A closed Backend sends no check.
 func TestWireCheckFailure(t *testing.T) {
 	for _, failure := range []error{errRefused, errReset, errors.New("WRONGTYPE not a string")} {
-		s, f := newFake(t, Hooks{}, Reply{})
+		s, f := newFake(t, false, Reply{})
 		f.wire = Reply{Err: failure}
 		err := extend(s)
 		var we *WireError
@@ -98,8 +98,8 @@ func TestWireCheckFailure(t *testing.T) {
 			t.Fatalf("the next step: %v, %d checks, %d steps; want a second check, then the step", err, f.wires, len(f.sent))
 		}
 	}
-	s, f := newFake(t, Hooks{})
-	Close(s)
+	s, f := newFake(t, false)
+	s.run.Close()
 	if err := extend(s); !errors.Is(err, backend.ErrClosed) || f.wires != 0 {
 		t.Fatalf("a step of a closed Backend: %v, %d checks; want ErrClosed and none", err, f.wires)
 	}
@@ -111,11 +111,7 @@ func TestWireCheckFailure(t *testing.T) {
 func TestWireCheckShared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &gatedClient{gate: make(chan struct{})}
-		cfg, err := Validate("test", Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := New(cfg, c, nil, Hooks{})
+		s := newTestBackend(testConfig(t), c, false, false)
 		const n = 8
 		errs := make(chan error, n)
 		for range n {
@@ -180,5 +176,3 @@ func (g *gatedClient) Classify(err error) (backend.Kind, Refusal) {
 	}
 	return backend.KindAnswer, NotRefused
 }
-
-func (g *gatedClient) Cluster() bool { return false }

@@ -9,17 +9,11 @@ import (
 	"github.com/redislocker/lock/internal/redis/keys"
 )
 
-// The operators' scripts: not steps of the lock protocol, so not in All.
-//
-//   - inspect: read-only view of one id (held, fence, TTL, fingerprints,
-//     live queue length, first live waiters); writes nothing, so it may
-//     run with EVAL_RO or on a replica.
-//   - force_release: delete the lock only if the holder's fence is the
-//     given one, then wake the head as release does.
-var (
-	Inspect      = load("inspect")
-	ForceRelease = load("force_release")
-)
+// Inspect is an operator's script, not a step of the lock protocol, so
+// not in All: a read-only view of one id (held, fence, TTL, fingerprints,
+// live queue length, first live waiters). It writes nothing, so it may run
+// with EVAL_RO or on a replica.
+var Inspect = load("inspect")
 
 // InspectScan is the most queue entries one inspect looks at to find the
 // first live waiters; dead entries (not purged yet) are skipped.
@@ -70,10 +64,4 @@ func ParseInspect(id string, r []string) (backend.Inspection, error) {
 		})
 	}
 	return in, nil
-}
-
-// ForceReleaseCall returns the KEYS and ARGV of force_release.
-func ForceReleaseCall(k keys.ID, fence uint64, purgeLimit int, pub Publish) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters},
-		[]string{strconv.FormatUint(fence, 10), strconv.Itoa(purgeLimit), string(pub)}
 }

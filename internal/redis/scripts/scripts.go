@@ -1,6 +1,7 @@
 // Package scripts holds the Lua scripts of the Redis backends, one set
 // shared by both Redis adapters (go-redis and rueidis), and the layout of
-// their KEYS, ARGV and replies.
+// their KEYS, ARGV and replies: per script, one file holds the script, the
+// builder of its KEYS and ARGV and the parser of its reply.
 //
 // Each script is the file lua/<name>.lua prefixed by lua/lib.lua (shared
 // helpers), the parts of each before a "-- [slow path]" line first (the
@@ -58,7 +59,6 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -75,15 +75,6 @@ type Script struct {
 	Source string // lib.lua followed by <name>.lua
 	SHA1   string // lowercase hex SHA1 of Source
 }
-
-// The scripts.
-var (
-	Acquire   = load("acquire", "acquire_step")
-	Release   = load("release")
-	Extend    = load("extend")
-	Leave     = load("leave")
-	Heartbeat = load("heartbeat")
-)
 
 // All returns every script a Backend sends, e.g. to SCRIPT LOAD them up
 // front.
@@ -213,36 +204,4 @@ func Millis(d time.Duration) string {
 		ms++
 	}
 	return strconv.FormatInt(int64(ms), 10)
-}
-
-// ParseAcquire turns acquire's reply into a Grant: 7 values, or 8 with
-// the server's clock in µs (Grant.StoreTime).
-func ParseAcquire(r []int64) (backend.Grant, error) {
-	if len(r) != 7 && len(r) != 8 {
-		return backend.Grant{}, fmt.Errorf("scripts: acquire replied %d values, want 7 or 8", len(r))
-	}
-	for _, v := range r {
-		if v < 0 {
-			return backend.Grant{}, fmt.Errorf("scripts: acquire replied a negative value: %v", r)
-		}
-	}
-	var at time.Time
-	if len(r) == 8 && r[7] > 0 {
-		at = time.UnixMicro(r[7])
-	}
-	return backend.Grant{
-		StoreTime: at,
-		Acquired:  r[0] == 1,
-		Fence:     uint64(r[1]),
-		TTL:       time.Duration(r[2]) * time.Millisecond,
-		HolderTTL: time.Duration(r[3]) * time.Millisecond,
-		Queued:    r[4] == 1,
-		Ticket:    uint64(r[5]),
-		Head:      r[6] == 1,
-	}, nil
-}
-
-// ParseHeartbeat turns one heartbeat reply value into a HeartbeatResult.
-func ParseHeartbeat(v int64) backend.HeartbeatResult {
-	return backend.HeartbeatResult{Queued: v&1 != 0, Ready: v&2 != 0}
 }

@@ -2,9 +2,24 @@ package scripts
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/redis/keys"
 )
+
+// Heartbeat is the heartbeat script: refresh the deadlines of one id's
+// waiters, report queued/ready (see lua/heartbeat.lua).
+var Heartbeat = load("heartbeat")
+
+// Heartbeat returns the KEYS and ARGV of heartbeat for tokens of one id
+// (at most MaxHeartbeatBatch).
+func (c Consts) Heartbeat(k keys.ID, tokens []string, waiterTTL time.Duration) (keys, args []string) {
+	args = make([]string, 0, 3+len(tokens))
+	args = append(args, Millis(waiterTTL), c.purgeLimit, c.pub)
+	args = append(args, tokens...)
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters}, args
+}
 
 // HeartbeatGroup is one heartbeat script call: the waiters of one id (at
 // most MaxHeartbeatBatch of them), and where their results go.
@@ -43,4 +58,9 @@ func ScatterHeartbeat(out []backend.HeartbeatResult, g *HeartbeatGroup, reply []
 		out[g.idx[j]] = ParseHeartbeat(v)
 	}
 	return nil
+}
+
+// ParseHeartbeat turns one heartbeat reply value into a HeartbeatResult.
+func ParseHeartbeat(v int64) backend.HeartbeatResult {
+	return backend.HeartbeatResult{Queued: v&1 != 0, Ready: v&2 != 0}
 }

@@ -1,0 +1,15 @@
+package scripts
+
+import (
+	"time"
+
+	"github.com/redislocker/lock/internal/redis/keys"
+)
+
+// Extend is the extend script: compare-and-PEXPIRE (see lua/extend.lua).
+var Extend = load("extend")
+
+// Extend returns the KEYS and ARGV of extend.
+func (c Consts) Extend(k keys.ID, token string, ttl time.Duration) (keys, args []string) {
+	return []string{k.Lock, k.Counters}, []string{token, Millis(ttl)}
+}
