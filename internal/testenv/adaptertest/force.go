@@ -16,7 +16,7 @@ type forceReleaser interface {
 }
 
 // ForceRelease checks an operator's forced release (the step layer's
-// ForceRelease, promoted to the adapter) through op, a third Backend on
+// ForceRelease, a method of the adapter) through op, a third Backend on
 // the store of holder and waiter: it is refused for another fence, ends the
 // holder's lease for its own fence and hands the lock off to the queued
 // waiter, with a higher fence; it is refused for an id that is not held.

@@ -224,7 +224,7 @@ local function send(lock, w, head, payload)
 end
 
 -- wake_payload builds the payload of every wake-up, for the waiter head
--- (the one place that does; internal/wakefns parses it):
+-- (the one place that does; internal/redis/wakeup parses it):
 --   ":<token>"  re-check now;
 --   "<holder_ttl>:<token>"  the token became the head while the lock is
 --     held, and the lease ends in holder_ttl ms;
