@@ -172,14 +172,36 @@ func (s *Supervisor) Subscribe(ctx context.Context, id, channel string, fn func(
 	}
 	e := s.chans[channel]
 	if e == nil {
-		e = &subEntry{Entry: NewEntry(id, channel), slot: -1}
-		if s.router != nil {
-			e.slot = keys.Slot(channel)
-		}
-		s.chans[channel] = e
-		s.placeLocked(e)
+		e = s.newEntryLocked(id, channel)
 	}
 	return e.Join(ctx, fn, s.mu.Unlock, s.life.Done(), func(key uint64) { s.unsubscribe(e, key) })
+}
+
+// Keep subscribes fn to channel as Subscribe does, until Close, without
+// waiting for the confirmation.
+func (s *Supervisor) Keep(id, channel string, fn func(backend.Wake)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return backend.ErrClosed
+	}
+	e := s.chans[channel]
+	if e == nil {
+		e = s.newEntryLocked(id, channel)
+	}
+	e.Fns.Add(fn)
+	return nil
+}
+
+// newEntryLocked adds the entry of channel and places it.
+func (s *Supervisor) newEntryLocked(id, channel string) *subEntry {
+	e := &subEntry{Entry: NewEntry(id, channel), slot: -1}
+	if s.router != nil {
+		e.slot = keys.Slot(channel)
+	}
+	s.chans[channel] = e
+	s.placeLocked(e)
+	return e
 }
 
 func (s *Supervisor) unsubscribe(e *subEntry, key uint64) {
@@ -544,7 +566,9 @@ func (s *Supervisor) event(n *supNode, gen uint64, ev Event) {
 		}
 		return
 	case Confirmed:
-		if e == nil || e.live {
+		// Confirmed again on a live connection: its client reconnected
+		// and subscribed again by itself.
+		if e == nil {
 			break
 		}
 		e.sent, e.live = true, true
