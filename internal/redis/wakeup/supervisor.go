@@ -345,7 +345,7 @@ func (s *Supervisor) serve(n *supNode) {
 	for {
 		if delay > 0 {
 			if !Sleep(s.life.Done(), delay) {
-				s.forget(n, true)
+				s.forget(n)
 				return
 			}
 			if s.router != nil {
@@ -358,7 +358,7 @@ func (s *Supervisor) serve(n *supNode) {
 				s.removeLocked(e) // not on a connection: dropped at once
 			}
 		}
-		if s.forgetLocked(n, false) {
+		if s.forgetLocked(n) {
 			s.mu.Unlock()
 			return
 		}
@@ -368,7 +368,7 @@ func (s *Supervisor) serve(n *supNode) {
 		c, err := s.dialer.Open(s.life.Ctx(), n.name, func(ev Event) { s.event(n, gen, ev) })
 		if err != nil {
 			if s.life.Ended() {
-				s.forget(n, true)
+				s.forget(n)
 				return
 			}
 			if s.opts.FailUnconfirmed {
@@ -383,7 +383,7 @@ func (s *Supervisor) serve(n *supNode) {
 			return
 		}
 		if s.life.Ended() {
-			s.forget(n, true)
+			s.forget(n)
 			return
 		}
 		if s.opts.FailUnconfirmed && err != nil {
@@ -428,15 +428,16 @@ func (s *Supervisor) run(n *supNode, gen uint64, c Conn) (err error, done bool) 
 		if done {
 			return nil, true
 		}
-		if len(unsubs) > 0 {
-			if err := c.Unsubscribe(s.life.Ctx(), unsubs); err != nil {
-				return err, false
-			}
-		}
 		if len(subs) > 0 {
 			if err := c.Subscribe(s.life.Ctx(), subs); err != nil {
 				return err, false
 			}
+		}
+		if len(unsubs) > 0 {
+			if err := c.Unsubscribe(s.life.Ctx(), unsubs); err != nil {
+				return err, false
+			}
+			continue // n may have nothing left now
 		}
 		select {
 		case <-n.kick:
@@ -469,35 +470,32 @@ func (s *Supervisor) pending(n *supNode) (subs, unsubs []string, done bool) {
 			subs = append(subs, ch)
 		}
 	}
-	if len(unsubs) == 0 && s.forgetLocked(n, false) {
+	if len(unsubs) == 0 && s.forgetLocked(n) {
 		return nil, nil, true
 	}
 	return subs, unsubs, false
 }
 
-// forgetLocked forgets n when it has no channel left, or on close (or
-// when always), and reports whether it did.
-func (s *Supervisor) forgetLocked(n *supNode, always bool) bool {
-	if !always && !s.closed && len(n.chans) > 0 {
+// forgetLocked forgets n when it has no channel left, or on close (its
+// channels leave then too), and reports whether it did.
+func (s *Supervisor) forgetLocked(n *supNode) bool {
+	if !s.closed && len(n.chans) > 0 {
 		return false
 	}
 	if s.nodes[n.name] == n {
 		delete(s.nodes, n.name)
 	}
 	for _, e := range n.chans {
-		if s.closed {
-			s.removeLocked(e)
-		} else {
-			s.unrouteLocked(e, false)
-		}
+		s.removeLocked(e)
 	}
 	return true
 }
 
-func (s *Supervisor) forget(n *supNode, always bool) {
+// forget forgets n on close.
+func (s *Supervisor) forget(n *supNode) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.forgetLocked(n, always)
+	s.forgetLocked(n)
 }
 
 // recheck routes the channels of n that another node serves now to that
@@ -523,9 +521,7 @@ func (s *Supervisor) recheck(n *supNode) {
 		}
 		s.mu.Lock()
 		if e.node == n && !e.gone && !s.closed {
-			n2 := e.node
-			delete(n2.chans, e.Channel)
-			e.node = nil
+			delete(n.chans, e.Channel)
 			s.assignLocked(e, name)
 		}
 		s.mu.Unlock()
