@@ -42,6 +42,13 @@ import (
 // left out when the connWatch shows that every connection that closed
 // listened for nothing, or that another connection to its node listened
 // all along (the spare connections a cluster client's start-up closes).
+//
+// The loop that drains and recovers is a wakeup.Supervisor with one
+// channel (trackChannel) on one "connection" (trackConn): connecting is
+// the PING, subscribing the drain of the subscribed ids' inboxes, serving
+// the drains of the written keys until a nil invalidation or a failed
+// drain; the Supervisor backs off between attempts, and its Wake{All} of a
+// confirmation after the first is the recovery's.
 type tracker struct {
 	base  string                       // every inbox key starts with it
 	inbox *wakeup.Inbox                // the Backend's: registrations, delivery
