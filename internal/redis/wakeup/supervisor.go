@@ -90,10 +90,10 @@ const routeTimeout = 5 * time.Second
 // served by a goroutine that connects, (re)subscribes the live set of the
 // node's channels, sends every (S)SUBSCRIBE and (S)UNSUBSCRIBE in the
 // order of the decisions, and backs off after a failure (NextDelay). A
-// channel's entry leaves its node only in that goroutine, after its
-// SUBSCRIBE was confirmed (or failed), so a confirmation always belongs to
-// the entry in the map, and a new entry of the same channel is subscribed
-// after the old one's UNSUBSCRIBE.
+// channel nobody waits on any more leaves its node only in that goroutine,
+// after its SUBSCRIBE was confirmed (or failed), so a confirmation always
+// belongs to the entry in the map, and a new entry of the same channel is
+// subscribed after the old one's UNSUBSCRIBE.
 //
 // Every confirmation of a channel after its first one (on a new
 // connection, or on another node) is delivered as the entry's All: the
