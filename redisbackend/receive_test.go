@@ -1,6 +1,7 @@
 package redisbackend
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -35,16 +36,24 @@ func TestMessageEvents(t *testing.T) {
 // (Moved, with its slot), a refusal, or (CROSSSLOT) the end of the
 // connection.
 func TestReplyEvents(t *testing.T) {
-	if ev, ok := replyEvent("MOVED 3999 127.0.0.1:7001"); !ok || ev.Kind != wakeup.Moved || ev.Slot != 3999 {
+	if ev, ok := replyEvent(replyErr("MOVED 3999 127.0.0.1:7001")); !ok || ev.Kind != wakeup.Moved || ev.Slot != 3999 {
 		t.Errorf("MOVED: %+v, %v", ev, ok)
 	}
-	if ev, ok := replyEvent("ASK 12 127.0.0.1:7001"); !ok || ev.Kind != wakeup.Moved || ev.Slot != 12 {
+	if ev, ok := replyEvent(replyErr("ASK 12 127.0.0.1:7001")); !ok || ev.Kind != wakeup.Moved || ev.Slot != 12 {
 		t.Errorf("ASK: %+v, %v", ev, ok)
 	}
-	if _, ok := replyEvent("CROSSSLOT Keys in request don't hash to the same slot"); ok {
+	if _, ok := replyEvent(replyErr("CROSSSLOT Keys in request don't hash to the same slot")); ok {
 		t.Error("CROSSSLOT kept the connection")
 	}
-	if ev, ok := replyEvent("NOPERM no permissions"); !ok || ev.Kind != wakeup.Refused || ev.Err == nil || ev.Channel != "" {
+	noperm := replyErr("NOPERM no permissions")
+	if ev, ok := replyEvent(noperm); !ok || ev.Kind != wakeup.Refused || !errors.Is(ev.Err, noperm) || ev.Channel != "" {
 		t.Errorf("NOPERM: %+v, %v", ev, ok)
 	}
 }
+
+// replyErr is an error reply as go-redis returns one.
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+
+func (replyErr) RedisError() {}

@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -186,7 +187,7 @@ func (c *psConn) Serve(ctx context.Context) error {
 			}
 			var re redis.Error
 			if errors.As(err, &re) && !errors.Is(err, redis.Nil) {
-				if ev, ok := replyEvent(re.Error()); ok {
+				if ev, ok := replyEvent(re); ok {
 					c.events(ev)
 					continue
 				}
@@ -220,8 +221,8 @@ func messageEvent(m any) (wakeup.Event, bool) {
 
 // replyEvent returns the event that an error reply is; ok is false when
 // the connection is no good any more.
-func replyEvent(msg string) (ev wakeup.Event, ok bool) {
-	f := strings.Fields(msg)
+func replyEvent(re redis.Error) (ev wakeup.Event, ok bool) {
+	f := strings.Fields(re.Error())
 	switch {
 	case len(f) == 3 && (f[0] == "MOVED" || f[0] == "ASK"):
 		// A SSUBSCRIBE reached a node that does not serve the slot.
@@ -235,6 +236,6 @@ func replyEvent(msg string) (ev wakeup.Event, ok bool) {
 	default:
 		// Refused (e.g. an ACL, or a server without sharded pub/sub): the
 		// channels never confirmed get the error; the others stay.
-		return wakeup.Event{Kind: wakeup.Refused, Err: errors.New("redisbackend: subscription refused: " + msg)}, true
+		return wakeup.Event{Kind: wakeup.Refused, Err: fmt.Errorf("redisbackend: subscription refused: %w", re)}, true
 	}
 }

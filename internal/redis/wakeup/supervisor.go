@@ -378,7 +378,7 @@ func (s *Supervisor) serve(n *supNode) {
 			continue
 		}
 		start := time.Now()
-		err, done := s.run(n, gen, c)
+		done, err := s.run(n, gen, c)
 		if done {
 			return
 		}
@@ -402,7 +402,7 @@ func (s *Supervisor) serve(n *supNode) {
 
 // run serves n on c until c fails (the error), n has nothing left (done),
 // or Close; it closes c and waits for its Serve.
-func (s *Supervisor) run(n *supNode, gen uint64, c Conn) (err error, done bool) {
+func (s *Supervisor) run(n *supNode, gen uint64, c Conn) (done bool, err error) {
 	ctx, cancel := context.WithCancel(s.life.Ctx())
 	served := make(chan error, 1)
 	s.wg.Add(1)
@@ -426,16 +426,16 @@ func (s *Supervisor) run(n *supNode, gen uint64, c Conn) (err error, done bool) 
 	for {
 		subs, unsubs, done := s.pending(n)
 		if done {
-			return nil, true
+			return true, nil
 		}
 		if len(subs) > 0 {
 			if err := c.Subscribe(s.life.Ctx(), subs); err != nil {
-				return err, false
+				return false, err
 			}
 		}
 		if len(unsubs) > 0 {
 			if err := c.Unsubscribe(s.life.Ctx(), unsubs); err != nil {
-				return err, false
+				return false, err
 			}
 			continue // n may have nothing left now
 		}
@@ -443,9 +443,9 @@ func (s *Supervisor) run(n *supNode, gen uint64, c Conn) (err error, done bool) 
 		case <-n.kick:
 		case err := <-served:
 			served <- err // for the deferred wait
-			return err, false
+			return false, err
 		case <-s.life.Done():
-			return backend.ErrClosed, false
+			return false, backend.ErrClosed
 		}
 	}
 }
