@@ -85,7 +85,7 @@ type adapter struct {
 
 // wakeSource is where a Backend's wake-ups come from: one pub/sub
 // connection (subscriber), or one per cluster master with sharded pub/sub
-// on a cluster client (clusterSubscriber).
+// on a cluster client (newClusterSubscriber).
 type wakeSource interface {
 	subscribe(ctx context.Context, id, channel string, fn func(backend.Wake)) (func(), error)
 	close() error

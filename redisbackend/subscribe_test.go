@@ -157,21 +157,21 @@ func TestReconnectWakesAll(t *testing.T) {
 	wa.Expect(t, "wake after reconnect", backend.Wake{ID: "ra", Token: "after"})
 }
 
-// TestCloseLeavesNoGoroutine: Close ends the receive goroutine and
+// TestCloseLeavesNoGoroutine: Close ends the connection goroutine and
 // go-redis's pub/sub goroutines, and ends a pending Subscribe.
 func TestCloseLeavesNoGoroutine(t *testing.T) {
 	_, b := newEnvBackend(t)
 	if _, err := b.Subscribe(ctx, "c", func(backend.Wake) {}); err != nil {
 		t.Fatal(err)
 	}
-	if !goroutinesMatch("redisbackend.(*subscriber).receive") {
-		t.Fatal("no receive goroutine while subscribed: the check below would prove nothing")
+	if !goroutinesMatch("wakeup.(*Supervisor).serve") {
+		t.Fatal("no connection goroutine while subscribed: the check below would prove nothing")
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if goroutinesMatch("redisbackend.(*subscriber).receive") {
-		t.Fatal("the receive goroutine outlived Close")
+	if goroutinesMatch("wakeup.(*Supervisor)") {
+		t.Fatal("a goroutine of the Supervisor outlived Close")
 	}
 	adaptertest.Eventually(t, "go-redis's pub/sub goroutines end after Close", func() bool {
 		return !goroutinesMatch("go-redis/v9.(*channel)")

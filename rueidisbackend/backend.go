@@ -116,7 +116,7 @@ type adapter struct {
 	mode   Mode
 	track  *tracker // Tracking mode
 	ps     *pubsub  // PubSub mode, classic (SUBSCRIBE)
-	sps    *spubsub // PubSub mode, sharded (SSUBSCRIBE)
+	sps    *pubsub  // PubSub mode, sharded (SSUBSCRIBE)
 	inbox  *wakeup.Inbox
 }
 

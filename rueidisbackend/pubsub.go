@@ -12,231 +12,213 @@ import (
 	"github.com/redislocker/lock/internal/redis/wakeup"
 )
 
-// pubsub is a Backend's one pub/sub connection (PubSub mode): a dedicated
-// connection of the client, shared by every id and reference-counted per
-// channel.
+// pubsub is a Backend's wake-up source in PubSub mode: a wakeup.Supervisor
+// on connections of the client, each channel reference-counted by its
+// subscribers. The classic one (newPubsub) holds every channel on one
+// dedicated connection. The sharded one (newSpubsub) sends each channel's
+// SSUBSCRIBE through client.Receive, which rueidis sends on its connection
+// to the node that serves the channel's slot (on Redis Cluster; the one
+// server otherwise), following MOVED, multiplexing every subscription of a
+// node on one connection: so each channel is a "connection" of the
+// Supervisor of its own (a shard channel cannot share an SSUBSCRIBE with a
+// channel of another slot).
 //
-// One goroutine, the supervisor, owns the connection and sends every
-// SUBSCRIBE and UNSUBSCRIBE, one at a time, each waiting for the server's
-// confirmation. So the order on the wire is the order of the decisions,
-// and a channel's confirmation always belongs to the entry that is in the
-// map. An entry leaves the map only in the supervisor, after its SUBSCRIBE
-// was confirmed (or failed). A new entry for the same channel is
-// subscribed after the old one's UNSUBSCRIBE.
-//
-// Reconnects: when the connection breaks (rueidis pings an idle one), the
-// supervisor takes a new dedicated connection and subscribes every channel
-// again; a confirmation for an entry that was confirmed before becomes
-// Wake{ID, All: true}, since messages may have been lost in between.
+// The Supervisor connects again after a failure, and after a node dropped
+// a shard channel (its slot moved), subscribes every channel again, and
+// delivers Wake{ID, All: true} for it: messages may have been lost in
+// between.
 type pubsub struct {
-	client rueidis.Client
-	life   wakeup.Life // ends at close; bounds the supervisor's commands
-
-	mu      sync.Mutex
-	chans   map[string]*psEntry
-	started bool
-	closed  bool
-	kick    chan struct{} // capacity 1: the supervisor has work
-	done    chan struct{} // closed when the supervisor has returned
-}
-
-type psEntry struct {
-	wakeup.Entry      // no Fns = idle: the supervisor unsubscribes it
-	sent         bool // SUBSCRIBE sent on the current connection
+	*wakeup.Supervisor
 }
 
 func newPubsub(client rueidis.Client) *pubsub {
-	return &pubsub{
-		client: client,
-		life:   wakeup.NewLife(),
-		chans:  make(map[string]*psEntry),
-		kick:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
-	}
-}
-
-func (s *pubsub) wake() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
+	// A connection that fails ends the first Subscribe of a channel with
+	// its error: a server that is gone does not make Subscribe hang.
+	return &pubsub{wakeup.NewSupervisor(dedicatedDialer{client}, wakeup.SupervisorOptions{FailUnconfirmed: true})}
 }
 
 func (s *pubsub) subscribe(ctx context.Context, id, channel string, fn func(backend.Wake)) (func(), error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, backend.ErrClosed
-	}
-	if !s.started {
-		s.started = true
-		go s.supervise()
-	}
-	e := s.chans[channel]
-	if e == nil {
-		e = &psEntry{Entry: wakeup.NewEntry(id, channel)}
-		s.chans[channel] = e
-		s.wake()
-	}
-	return e.Join(ctx, fn, s.mu.Unlock, s.life.Done(), func(key uint64) { s.unsubscribe(e, key) })
+	return s.Subscribe(ctx, id, channel, fn)
 }
 
-func (s *pubsub) unsubscribe(e *psEntry, key uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e.Fns.Remove(key) == 0 && s.chans[e.Channel] == e {
-		s.wake() // the supervisor unsubscribes it unless it is used again by then
-	}
-}
+// close ends the subscriptions and waits for the goroutines; the
+// connections go back to the client without subscriptions.
+func (s *pubsub) close() { _ = s.Close() }
 
-// supervise keeps a connection and its subscriptions until close.
-func (s *pubsub) supervise() {
-	defer close(s.done)
-	delay := time.Duration(0)
-	for {
-		if delay > 0 {
-			if !wakeup.Sleep(s.life.Done(), delay) {
-				return
+// dedicatedDialer opens a dedicated connection of the client.
+type dedicatedDialer struct{ client rueidis.Client }
+
+func (d dedicatedDialer) Open(_ context.Context, _ string, events func(wakeup.Event)) (wakeup.Conn, error) {
+	dc, release := d.client.Dedicate()
+	c := &dedicatedConn{dc: dc, release: release, events: events}
+	c.errs = dc.SetPubSubHooks(rueidis.PubSubHooks{
+		OnMessage: func(m rueidis.PubSubMessage) {
+			events(wakeup.Event{Kind: wakeup.Message, Channel: m.Channel, Payload: m.Message})
+		},
+		OnSubscription: func(s rueidis.PubSubSubscription) {
+			if s.Kind == "subscribe" {
+				events(wakeup.Event{Kind: wakeup.Confirmed, Channel: s.Channel})
 			}
-		}
-		if s.life.Ended() {
-			return
-		}
-		dc, release := s.client.Dedicate()
-		errs := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: s.onMessage, OnSubscription: s.onSubscription})
-		s.mu.Lock()
-		for _, e := range s.chans {
-			e.sent = false
-		}
-		s.mu.Unlock()
-		start := time.Now()
-		err := s.serve(dc, errs)
-		dc.SetPubSubHooks(rueidis.PubSubHooks{})
-		release()
-		if s.life.Ended() {
-			return
-		}
-		// Callers still waiting for a first confirmation get the error; the
-		// subscriptions already confirmed are restored on the next connection.
-		s.failUnconfirmed(err)
-		if time.Since(start) > wakeup.MaxDelay {
-			delay = 0 // it worked for a while: retry soon
-		}
-		delay = wakeup.NextDelay(delay)
-	}
+		},
+	})
+	return c, nil
 }
 
-// serve sends the pending SUBSCRIBEs and UNSUBSCRIBEs until the connection
-// fails (it returns the error) or close.
-func (s *pubsub) serve(dc rueidis.DedicatedClient, errs <-chan error) error {
-	for {
-		subs, unsubs := s.pending()
-		if len(unsubs) > 0 {
-			if err := dc.Do(s.life.Ctx(), dc.B().Unsubscribe().Channel(unsubs...).Build()).Error(); err != nil {
-				return err
-			}
-		}
-		if len(subs) > 0 {
-			err := dc.Do(s.life.Ctx(), dc.B().Subscribe().Channel(subs...).Build()).Error()
-			if _, ok := rueidis.IsRedisErr(err); ok {
-				s.fail(subs, err) // refused (e.g. an ACL): the connection is fine
-			} else if err != nil {
-				return err
-			}
-		}
-		select {
-		case <-s.kick:
-		case err, ok := <-errs:
-			if !ok || err == nil {
-				err = errors.New("rueidisbackend: pub/sub connection closed")
-			}
-			return err
-		case <-s.life.Done():
-			return backend.ErrClosed
-		}
-	}
+// dedicatedConn is a dedicated connection with pub/sub hooks.
+type dedicatedConn struct {
+	dc      rueidis.DedicatedClient
+	release func()
+	errs    <-chan error
+	events  func(wakeup.Event)
 }
 
-// pending returns the channels to subscribe on the current connection and
-// the idle ones to unsubscribe, which it removes from the map.
-func (s *pubsub) pending() (subs, unsubs []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch, e := range s.chans {
-		if e.Fns.Len() == 0 {
-			delete(s.chans, ch)
-			if e.sent {
-				unsubs = append(unsubs, ch)
-			}
-			continue
-		}
-		if !e.sent {
-			e.sent = true
-			subs = append(subs, ch)
-		}
-	}
-	return subs, unsubs
-}
-
-// fail ends the entries of channels with err.
-func (s *pubsub) fail(channels []string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, ch := range channels {
-		if e := s.chans[ch]; e != nil && e.Fail(err) {
-			delete(s.chans, ch)
-		}
-	}
-}
-
-// failUnconfirmed ends every entry that was never confirmed with err.
-func (s *pubsub) failUnconfirmed(err error) {
-	s.mu.Lock()
-	var chs []string
-	for ch, e := range s.chans {
-		if !e.Settled() {
-			chs = append(chs, ch)
-		}
-	}
-	s.mu.Unlock()
-	s.fail(chs, err)
-}
-
-func (s *pubsub) onMessage(m rueidis.PubSubMessage) {
-	wakeup.Receive(&s.mu, func() *wakeup.Entry {
-		if e := s.chans[m.Channel]; e != nil && e.Settled() && !s.closed {
-			return &e.Entry
+func (c *dedicatedConn) Subscribe(ctx context.Context, channels []string) error {
+	err := c.dc.Do(ctx, c.dc.B().Subscribe().Channel(channels...).Build()).Error()
+	if _, ok := rueidis.IsRedisErr(err); ok {
+		for _, ch := range channels { // refused (e.g. an ACL): the connection is fine
+			c.events(wakeup.Event{Kind: wakeup.Refused, Channel: ch, Err: err})
 		}
 		return nil
-	}, m.Message)
+	}
+	return err
 }
 
-func (s *pubsub) onSubscription(sub rueidis.PubSubSubscription) {
-	if sub.Kind != "subscribe" {
-		return
-	}
-	s.mu.Lock()
-	e := s.chans[sub.Channel]
-	if e == nil || s.closed {
-		s.mu.Unlock()
-		return
-	}
-	fns, again := e.Confirm()
-	s.mu.Unlock()
-	if again {
-		fns.Deliver(e.All()) // a re-subscription on a new connection
+func (c *dedicatedConn) Unsubscribe(ctx context.Context, channels []string) error {
+	return c.dc.Do(ctx, c.dc.B().Unsubscribe().Channel(channels...).Build()).Error()
+}
+
+func (c *dedicatedConn) Serve(ctx context.Context) error {
+	select {
+	case err, ok := <-c.errs:
+		if !ok || err == nil {
+			err = errors.New("rueidisbackend: pub/sub connection closed")
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
-// close stops the supervisor and waits for it; its connection goes back
-// to the client's pool without subscriptions.
-func (s *pubsub) close() {
-	s.mu.Lock()
-	s.closed = true
-	started := s.started
-	s.life.End()
-	s.mu.Unlock()
-	if started {
-		<-s.done
+func (c *dedicatedConn) Close() {
+	c.dc.SetPubSubHooks(rueidis.PubSubHooks{})
+	c.release()
+}
+
+// unsubscribeTimeout bounds the SUNSUBSCRIBE of a channel nobody waits on.
+const unsubscribeTimeout = 5 * time.Second
+
+func newSpubsub(client rueidis.Client) *pubsub {
+	return &pubsub{wakeup.NewSupervisor(receiveDialer{client}, wakeup.SupervisorOptions{})}
+}
+
+// receiveDialer makes a "connection" of each shard channel: its
+// client.Receive.
+type receiveDialer struct{ client rueidis.Client }
+
+// Node names the channel itself: rueidis routes its SSUBSCRIBE.
+func (receiveDialer) Node(_ context.Context, channel string, _ bool) (string, error) {
+	return channel, nil
+}
+
+func (d receiveDialer) Open(ctx context.Context, channel string, events func(wakeup.Event)) (wakeup.Conn, error) {
+	rctx, cancel := context.WithCancel(ctx)
+	return &receiveConn{client: d.client, channel: channel, events: events, ctx: rctx, cancel: cancel,
+		start: make(chan struct{}), served: make(chan struct{})}, nil
+}
+
+// receiveConn is the SSUBSCRIBE of one channel, which lasts as long as its
+// client.Receive.
+type receiveConn struct {
+	client  rueidis.Client
+	channel string
+	events  func(wakeup.Event)
+	ctx     context.Context    // the Receive's
+	cancel  context.CancelFunc // ends the Receive
+	start   chan struct{}      // closed by Subscribe
+	served  chan struct{}      // closed when Serve returns
+
+	mu      sync.Mutex
+	started bool
+	failed  bool // the Receive ended by itself: the server has no subscription
+	left    bool // SUNSUBSCRIBE sent
+}
+
+func (c *receiveConn) Subscribe(context.Context, []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.started {
+		c.started = true
+		close(c.start)
 	}
+	return nil
+}
+
+// Unsubscribe ends the Receive and tells the server, so that a client the
+// caller keeps (NewWithClient) carries no subscription of ours.
+func (c *receiveConn) Unsubscribe(context.Context, []string) error {
+	c.cancel()
+	<-c.served
+	c.leave()
+	return nil
+}
+
+func (c *receiveConn) leave() {
+	c.mu.Lock()
+	send := c.started && !c.failed && !c.left
+	c.left = true
+	c.mu.Unlock()
+	if !send {
+		return
+	}
+	uctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
+	defer cancel()
+	_ = c.client.Do(uctx, c.client.B().Sunsubscribe().Channel(c.channel).Build()).Error()
+}
+
+func (c *receiveConn) Serve(context.Context) error {
+	defer close(c.served)
+	select {
+	case <-c.start:
+	case <-c.ctx.Done():
+		return nil
+	}
+	hctx := rueidis.WithOnSubscriptionHook(c.ctx, func(sub rueidis.PubSubSubscription) {
+		if sub.Kind == "ssubscribe" && sub.Channel == c.channel {
+			c.events(wakeup.Event{Kind: wakeup.Confirmed, Channel: c.channel})
+		}
+	})
+	err := c.client.Receive(hctx, c.client.B().Ssubscribe().Channel(c.channel).Build(), func(m rueidis.PubSubMessage) {
+		c.events(wakeup.Event{Kind: wakeup.Message, Channel: c.channel, Payload: m.Message})
+	})
+	c.mu.Lock()
+	ours := c.ctx.Err() != nil
+	c.failed = !ours
+	c.mu.Unlock()
+	switch {
+	case ours, err == nil:
+		// Ended here, or the node dropped the channel (its slot moved):
+		// subscribe again at once, on the node that serves it now.
+		return nil
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok && !redirect(re) {
+		// Refused (an ACL, a server without sharded pub/sub): the first
+		// subscriber gets the error.
+		c.events(wakeup.Event{Kind: wakeup.Refused, Channel: c.channel, Err: err})
+	}
+	return err
+}
+
+// Close ends the Receive; on close of the Backend the server is told.
+func (c *receiveConn) Close() {
+	c.cancel()
+	<-c.served
+	c.leave()
+}
+
+// redirect reports whether a Redis error reply tells to try elsewhere or
+// later (a slot that moved, a cluster or server not ready).
+func redirect(re *rueidis.RedisError) bool {
+	_, moved := re.IsMoved()
+	_, ask := re.IsAsk()
+	return moved || ask || re.IsTryAgain() || re.IsClusterDown() || re.IsLoading()
 }

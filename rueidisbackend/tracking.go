@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redis/wakeup"
 )
 
@@ -41,6 +42,13 @@ import (
 // left out when the connWatch shows that every connection that closed
 // listened for nothing, or that another connection to its node listened
 // all along (the spare connections a cluster client's start-up closes).
+//
+// The loop that drains and recovers is a wakeup.Supervisor with one
+// channel (trackChannel) on one "connection" (trackConn): connecting is
+// the PING, subscribing the drain of the subscribed ids' inboxes, serving
+// the drains of the written keys until a nil invalidation or a failed
+// drain; the Supervisor backs off between attempts, and its Wake{All} of a
+// confirmation after the first is the recovery's.
 type tracker struct {
 	base  string                       // every inbox key starts with it
 	inbox *wakeup.Inbox                // the Backend's: registrations, delivery
@@ -48,27 +56,30 @@ type tracker struct {
 	user  func([]rueidis.RedisMessage) // the caller's own OnInvalidations, if any
 	ping  func(context.Context) error
 	drain func(context.Context, []string) ([][]string, error)
+	sup   *wakeup.Supervisor // its one "connection" is trackConn
 
-	mu         sync.Mutex
-	pending    map[string]bool // inbox keys written since their last drain
-	started    bool            // the drain goroutine runs
-	closed     bool
-	recovering bool // a recover goroutine runs
-	again      bool // another nil invalidation came while it ran
-	kick       chan struct{}
-	life       wakeup.Life    // ends at close; bounds the commands
-	wg         sync.WaitGroup // the drain and recover goroutines
+	mu      sync.Mutex
+	pending map[string]bool // inbox keys written since their last drain
+	lost    bool            // a nil invalidation came since the last recovery
+	opened  bool            // the first trackConn was opened
+	closed  bool
+	kick    chan struct{} // capacity 1: keys to drain
+	lostc   chan struct{} // capacity 1: a nil invalidation
 }
 
 // pingTimeout bounds one PING of the recovery, and one drain.
 const pingTimeout = 5 * time.Second
+
+// trackChannel names the one entry of the tracker's Supervisor: every
+// inbox key the Backend tracks.
+const trackChannel = "tracked inbox keys"
 
 func newTracker(base string, inbox *wakeup.Inbox, watch *connWatch, user func([]rueidis.RedisMessage)) *tracker {
 	return &tracker{
 		base: base, inbox: inbox, watch: watch, user: user,
 		pending: make(map[string]bool),
 		kick:    make(chan struct{}, 1),
-		life:    wakeup.NewLife(),
+		lostc:   make(chan struct{}, 1),
 	}
 }
 
@@ -79,27 +90,34 @@ func trackingOptions(base string) []string {
 }
 
 // start sets how the tracker checks that the server answers again, and
-// how it drains inbox keys, once the client exists.
+// how it drains inbox keys, once the client exists, and starts its
+// Supervisor.
 func (t *tracker) start(ping func(context.Context) error, drain func(context.Context, []string) ([][]string, error)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.ping, t.drain = ping, drain
-	if !t.closed && !t.started {
-		t.started = true
-		t.wg.Add(1)
-		go t.drainLoop()
+	if t.closed || t.sup != nil {
+		return
 	}
+	t.ping, t.drain = ping, drain
+	t.sup = wakeup.NewSupervisor(t, wakeup.SupervisorOptions{})
+	_ = t.sup.Keep("", trackChannel, t.recovered)
 }
 
 // onInvalidations is the client's OnInvalidations. rueidis calls it on the
 // connection's reading goroutine, so it must not block: it only notes the
-// inbox keys to drain and wakes the drain goroutine.
+// inbox keys to drain (or the loss) and wakes the Supervisor's goroutine.
 func (t *tracker) onInvalidations(msgs []rueidis.RedisMessage) {
 	if t.user != nil {
 		t.user(msgs)
 	}
 	if msgs == nil {
-		t.lost()
+		t.mu.Lock()
+		started := t.sup != nil && !t.closed
+		t.lost = t.lost || started
+		t.mu.Unlock()
+		if started {
+			signal(t.lostc)
+		}
 		return
 	}
 	t.mu.Lock()
@@ -114,58 +132,119 @@ func (t *tracker) onInvalidations(msgs []rueidis.RedisMessage) {
 	}
 	t.mu.Unlock()
 	if n > 0 {
+		signal(t.kick)
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Open is the tracker's Supervisor connecting: a PING through the client,
+// until the server answers (a connection that is gone is dialled again on
+// the next command). The first one sends nothing: the client has just
+// connected.
+func (t *tracker) Open(ctx context.Context, _ string, events func(wakeup.Event)) (wakeup.Conn, error) {
+	t.mu.Lock()
+	first := !t.opened
+	t.opened = true
+	t.mu.Unlock()
+	if !first {
+		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+		err := t.ping(pctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return trackConn{t, events}, nil
+}
+
+// recovered gets the Wake{All} of the tracker's entry, confirmed again
+// after a reconnect. After a nil invalidation it wakes every subscribed
+// id, unless the connWatch shows that no invalidation can have been lost.
+func (t *tracker) recovered(backend.Wake) {
+	t.mu.Lock()
+	lost := t.lost
+	t.lost = false
+	t.mu.Unlock()
+	if lost && (t.watch == nil || t.watch.lost()) {
+		t.inbox.Resubscribed("")
+	}
+}
+
+// trackConn is the tracker's "connection": subscribing drains the inboxes
+// that serve a subscribed id, and the written keys; serving drains the
+// keys as they are written, until a nil invalidation or a drain fails.
+type trackConn struct {
+	t      *tracker
+	events func(wakeup.Event)
+}
+
+func (c trackConn) Subscribe(ctx context.Context, channels []string) error {
+	t := c.t
+	if err := t.drainNow(ctx, t.inbox.Channels()); err != nil {
+		return err
+	}
+	if err := t.drainPending(ctx); err != nil {
+		return err
+	}
+	for _, ch := range channels {
+		c.events(wakeup.Event{Kind: wakeup.Confirmed, Channel: ch})
+	}
+	return nil
+}
+
+func (trackConn) Unsubscribe(context.Context, []string) error { return nil }
+
+func (trackConn) Close() {}
+
+func (c trackConn) Serve(ctx context.Context) error {
+	t := c.t
+	for {
 		select {
-		case t.kick <- struct{}{}:
-		default:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.lostc:
+			return nil // connect again at once: ping, drain, wake all
+		case <-t.kick:
+			if err := t.drainPending(ctx); err != nil {
+				return err
+			}
 		}
 	}
 }
 
-// drainLoop drains the written inbox keys, all of them in one round trip,
-// until close. A drain that failed is tried again after a growing delay;
-// meanwhile the messages wait in their keys.
-func (t *tracker) drainLoop() {
-	defer t.wg.Done()
-	delay := time.Duration(0)
-	for {
-		select {
-		case <-t.life.Done():
-			return
-		case <-t.kick:
-		}
-		t.mu.Lock()
-		keys := make([]string, 0, len(t.pending))
-		for k := range t.pending {
-			keys = append(keys, k)
-		}
-		clear(t.pending)
-		t.mu.Unlock()
-		if len(keys) == 0 {
-			continue
-		}
-		if err := t.drainNow(keys); err == nil {
-			delay = 0
-			continue
-		}
+// drainPending drains the written inbox keys, all of them in one round
+// trip; a failed drain leaves them pending.
+func (t *tracker) drainPending(ctx context.Context) error {
+	t.mu.Lock()
+	keys := make([]string, 0, len(t.pending))
+	for k := range t.pending {
+		keys = append(keys, k)
+	}
+	clear(t.pending)
+	t.mu.Unlock()
+	err := t.drainNow(ctx, keys)
+	if err != nil {
 		t.mu.Lock()
 		for _, k := range keys {
 			t.pending[k] = true
 		}
 		t.mu.Unlock()
-		delay = wakeup.NextDelay(delay)
-		if !wakeup.Sleep(t.life.Done(), delay) {
-			return
-		}
-		select {
-		case t.kick <- struct{}{}:
-		default:
-		}
 	}
+	return err
 }
 
 // drainNow drains keys and delivers their messages.
-func (t *tracker) drainNow(keys []string) error {
-	ctx, cancel := context.WithTimeout(t.life.Ctx(), pingTimeout)
+func (t *tracker) drainNow(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	msgs, err := t.drain(ctx, keys)
 	cancel()
 	for _, ms := range msgs {
@@ -176,73 +255,13 @@ func (t *tracker) drainNow(keys []string) error {
 	return err
 }
 
-// lost starts the recovery after a nil invalidation (or asks the running
-// one to check again).
-func (t *tracker) lost() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed || t.ping == nil {
-		return
-	}
-	if t.recovering {
-		t.again = true
-		return
-	}
-	t.recovering = true
-	t.wg.Add(1)
-	go t.recover()
-}
-
-// recover PINGs until the server answers on a new connection, drains the
-// inboxes of the subscribed ids, then wakes every subscribed id with All
-// if an invalidation may have been lost.
-func (t *tracker) recover() {
-	defer t.wg.Done()
-	delay := time.Duration(0)
-	for {
-		if delay > 0 && !wakeup.Sleep(t.life.Done(), delay) {
-			return
-		}
-		t.mu.Lock()
-		t.again = false
-		t.mu.Unlock()
-		ctx, cancel := context.WithTimeout(t.life.Ctx(), pingTimeout)
-		err := t.ping(ctx)
-		cancel()
-		if err == nil {
-			if keys := t.inbox.Channels(); len(keys) > 0 {
-				err = t.drainNow(keys)
-			}
-		}
-		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
-			return
-		}
-		if err == nil && !t.again {
-			t.recovering = false
-			t.mu.Unlock()
-			if t.watch == nil || t.watch.lost() {
-				t.inbox.Resubscribed("")
-			}
-			return
-		}
-		t.mu.Unlock()
-		if err == nil {
-			delay = 0 // lost again meanwhile: ping again at once
-		} else {
-			delay = wakeup.NextDelay(delay)
-		}
-	}
-}
-
 // close stops delivering and waits for the goroutines.
 func (t *tracker) close() {
 	t.mu.Lock()
-	if !t.closed {
-		t.closed = true
-		t.life.End()
-	}
+	t.closed = true
+	sup := t.sup
 	t.mu.Unlock()
-	t.wg.Wait()
+	if sup != nil {
+		_ = sup.Close()
+	}
 }

@@ -5,8 +5,11 @@
 // released (Receive).
 //
 // It also holds what the subscribers share beyond a channel: a Life that
-// ends when the subscriber closes, and the delays between attempts after a
-// failure (NextDelay, Sleep).
+// ends when the subscriber closes, the delays between attempts after a
+// failure (NextDelay, Sleep), and the Supervisor, which runs the
+// connections of every Redis adapter's wake-up source (pub/sub, sharded
+// pub/sub per node, tracking): connect, subscribe, serve, back off,
+// connect again and wake every waiter.
 package wakeup
 
 import (
