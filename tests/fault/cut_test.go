@@ -80,7 +80,10 @@ func TestCutConnectionLeavesNothing(t *testing.T) {
 				}
 			}
 		}
-		var cutErrs, outcomes int
+		var cutErrs, outcomes, outlived int
+		leaves := &stepsEnded{step: "leave"}
+		qopts := opts
+		qopts.Observer = leaves
 		cutsBefore := p.Stats().Cuts
 		var lastErr error
 
@@ -115,7 +118,7 @@ func TestCutConnectionLeavesNothing(t *testing.T) {
 				if err != nil || !hr.Acquired {
 					t.Fatal(err)
 				}
-				lq := e.locker(keepOpen{b}, opts)
+				lq := e.locker(keepOpen{b}, qopts)
 				p.CutAfter(dir, off)
 				wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 				_, err = lq.Acquire(wctx, id, time.Minute, nil)
@@ -123,9 +126,13 @@ func TestCutConnectionLeavesNothing(t *testing.T) {
 				if err == nil {
 					t.Errorf("enqueue cut %v after %d bytes: the waiter returned without error while the lock was held", dir, off)
 				}
+				atReturn, _ := leaves.of(id)
 				p.Clear()
 				what := fmt.Sprintf("enqueue cut %v after %d bytes", dir, off)
 				closeSettled(t, e, lq, what)
+				if after, _ := leaves.of(id); after > atReturn {
+					outlived++
+				}
 				checkClean(what, e.ks.For(id).Lock)
 				_ = hr.Lease.Release(ctx)
 
@@ -160,8 +167,8 @@ func TestCutConnectionLeavesNothing(t *testing.T) {
 			}
 		}
 		cuts := p.Stats().Cuts - cutsBefore
-		t.Logf("request %d bytes, reply %d bytes; %d offsets x 3 steps, %d connections cut, %d surfaced as errors (the rest were resent by the client and succeeded)",
-			up, down, outcomes, cuts, cutErrs)
+		t.Logf("request %d bytes, reply %d bytes; %d offsets x 3 steps, %d connections cut, %d surfaced as errors (the rest were resent by the client and succeeded); %d enqueues' cleanups outlived their call",
+			up, down, outcomes, cuts, cutErrs, outlived)
 		if cuts == 0 {
 			t.Error("no connection was cut: the test did not cut anything")
 		}
