@@ -25,7 +25,7 @@ func (c *callLog) Eval(ctx context.Context, call Call, eval bool) Reply {
 	return c.fakeClient.Eval(ctx, call, eval)
 }
 
-func newCallLog(cfg Config, resendBroken bool, replies ...Reply) (*testBackend, *callLog) {
+func newCallLog(cfg Config, resendBroken bool, replies ...Reply) (*Runner, *callLog) {
 	c := &callLog{fakeClient: &fakeClient{replies: replies}}
 	return newTestBackend(cfg, c, false, resendBroken), c
 }
@@ -72,7 +72,7 @@ func TestForceReleaseBadInput(t *testing.T) {
 		}
 	}
 	s, c := newCallLog(testConfig(t), false)
-	s.run.Close()
+	s.Close()
 	if err := s.ForceRelease(context.Background(), "job", 1); !errors.Is(err, backend.ErrClosed) || len(c.calls) != 0 {
 		t.Fatalf("on closed steps: %v after %d calls, want ErrClosed and no call", err, len(c.calls))
 	}

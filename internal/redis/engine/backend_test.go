@@ -1,20 +1,12 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/redislocker/lock/backend"
 )
-
-// testBackend chains the steps the tests run as the adapters do: the
-// Engine's call, the Runner's send with a fake Sender, the Engine's parse.
-type testBackend struct {
-	e   *Engine
-	run *Runner
-}
 
 // testConfig returns the Config of the default options.
 func testConfig(t testing.TB) Config {
@@ -30,50 +22,12 @@ func testConfig(t testing.TB) Config {
 	return Config{Adapter: "test", Keys: ks, Limits: lim, Process: NewProcess()}
 }
 
-func newTestBackend(cfg Config, s Sender, cluster, resendBroken bool) *testBackend {
-	e := New(cfg, cluster)
-	return &testBackend{e: e, run: NewRunner(e, s, nil, resendBroken)}
+// newTestBackend returns the Runner of cfg's steps on s, as an adapter
+// builds it.
+func newTestBackend(cfg Config, s Sender, cluster, resendBroken bool) *Runner {
+	return NewRunner(New(cfg, cluster), s, nil, resendBroken)
 }
 
-func (b *testBackend) Extend(ctx context.Context, id, token string, ttl time.Duration) error {
-	r, err := b.run.Send(ctx, b.e.ExtendCall(backend.ExtendRequest{ID: id, Token: token, TTL: ttl}))
-	if err != nil {
-		return err
-	}
-	return b.e.ExtendReply(r)
-}
-
-func (b *testBackend) Release(ctx context.Context, id, token string) error {
-	r, err := b.run.Send(ctx, b.e.ReleaseCall(id, token))
-	if err != nil {
-		return err
-	}
-	return b.e.ReleaseReply(r)
-}
-
-func (b *testBackend) ForceRelease(ctx context.Context, id string, fence uint64) error {
-	c, err := b.e.ForceReleaseCall(id, fence)
-	if err != nil {
-		return err
-	}
-	r, err := b.run.Send(ctx, c)
-	if err != nil {
-		return err
-	}
-	return b.e.ForceReleaseReply(r)
-}
-
-func (b *testBackend) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
-	batch := b.e.AcquireBatchCalls(reqs)
-	rs, err := b.run.SendAll(ctx, batch.Calls)
-	if err != nil || len(rs) == 0 {
-		return nil, err
-	}
-	return b.e.AcquireBatchReply(batch, rs)
-}
-
-// Each option's check names the option in an *backend.ArgumentError and
-// fills in its default.
 func TestParseOptions(t *testing.T) {
 	isArg := func(err error, arg string) bool {
 		var ae *backend.ArgumentError

@@ -63,7 +63,7 @@ func (f *fakeClient) Classify(err error) (backend.Kind, Refusal) {
 	return backend.KindAnswer, NotRefused
 }
 
-func newFake(t *testing.T, resendBroken bool, replies ...Reply) (*testBackend, *fakeClient) {
+func newFake(t *testing.T, resendBroken bool, replies ...Reply) (*Runner, *fakeClient) {
 	t.Helper()
 	f := &fakeClient{replies: replies}
 	return newTestBackend(testConfig(t), f, false, resendBroken), f

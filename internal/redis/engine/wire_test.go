@@ -16,7 +16,7 @@ import (
 )
 
 // extend runs one Extend of s, the step these tests send.
-func extend(s *testBackend) error { return s.Extend(context.Background(), "x", "T", time.Second) }
+func extend(s *Runner) error { return s.Extend(context.Background(), "x", "T", time.Second) }
 
 // The wire check runs before a Backend's first step, and again only before
 // the first step keys.WireRefresh or more after the last check's send;
@@ -99,7 +99,7 @@ func TestWireCheckFailure(t *testing.T) {
 		}
 	}
 	s, f := newFake(t, false)
-	s.run.Close()
+	s.Close()
 	if err := extend(s); !errors.Is(err, backend.ErrClosed) || f.wires != 0 {
 		t.Fatalf("a step of a closed Backend: %v, %d checks; want ErrClosed and none", err, f.wires)
 	}
