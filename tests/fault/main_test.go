@@ -26,7 +26,6 @@ import (
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/redis/scripts"
 	"github.com/redislocker/lock/internal/testenv/redisserver"
-	"github.com/redislocker/lock/internal/testenv/redistest"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -39,7 +38,7 @@ func TestMain(m *testing.M) {
 	}
 	// These tests start servers and check bounded delays: no other such
 	// test binary runs beside them (the lock ends with the process).
-	redistest.Exclusive()
+	redisserver.HoldExclusive()
 	goleak.VerifyTestMain(m)
 }
 
@@ -148,7 +147,7 @@ type env struct {
 
 func newEnv(t *testing.T, a adapter) *env {
 	t.Helper()
-	srv := redistest.Launch(t, redisserver.Options{})
+	srv := redisserver.StartT(t, redisserver.Options{})
 	prefix := "ft:" + strings.NewReplacer("/", ".", " ", "_").Replace(t.Name()) + ":"
 	ks, err := keys.New(prefix)
 	if err != nil {

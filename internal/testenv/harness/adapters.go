@@ -1,4 +1,4 @@
-package redisharness
+package harness
 
 import (
 	"testing"
@@ -8,14 +8,13 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/conformance"
-	"github.com/redislocker/lock/internal/testenv/notifyconn"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
 
-// SharedServer is the test binary's shared server ([redistest.Addr]).
-func SharedServer(t *testing.T) Target { return Server(redistest.Addr(t)) }
+// SharedServer is the test binary's shared server ([redisserver.Addr]).
+func SharedServer(t *testing.T) Target { return Server(redisserver.SharedAddr(t)) }
 
 // RunGoRedis runs the conformance suite with GoRedis harnesses (opts) on
 // the deployment target returns for each property.
@@ -32,11 +31,11 @@ func RunRueidis(t *testing.T, target func(*testing.T) Target, mode rueidisbacken
 // GoRedis returns a harness of redisbackend Backends on tg, each on a
 // go-redis client of its own, made with opts (nil: the defaults). The
 // harness sets the limits, and the prefix when opts has none.
-func GoRedis(t *testing.T, tg Target, opts *redisbackend.Options) *Harness {
+func GoRedis(t *testing.T, tg Target, opts *redisbackend.Options) *Redis {
 	o := orZero(opts)
 	o.Prefix = prefixOr(t, o.Prefix)
 	o.MaxWaiters, o.PurgeLimit = MaxWaiters, PurgeLimit
-	return newHarness(t, tg, o.Prefix, func(t *testing.T, conns *notifyconn.Conns) backend.Backend {
+	return newRedis(t, tg, o.Prefix, func(t *testing.T, conns *notifyConns) backend.Backend {
 		o := o
 		return GoRedisBackend(t, tg.client(conns.Dial), &o)
 	})
@@ -47,12 +46,12 @@ func GoRedis(t *testing.T, tg Target, opts *redisbackend.Options) *Harness {
 // NewWithClient on a client built with DisableCache in PubSub mode. The
 // harness sets the limits and the client, and the prefix when opts has
 // none.
-func Rueidis(t *testing.T, tg Target, mode rueidisbackend.Mode, opts *rueidisbackend.Options) *Harness {
+func Rueidis(t *testing.T, tg Target, mode rueidisbackend.Mode, opts *rueidisbackend.Options) *Redis {
 	o := orZero(opts)
 	o.Prefix = prefixOr(t, o.Prefix)
 	o.MaxWaiters, o.PurgeLimit = MaxWaiters, PurgeLimit
 	tracking := mode == rueidisbackend.Tracking
-	return newHarness(t, tg, o.Prefix, func(t *testing.T, conns *notifyconn.Conns) backend.Backend {
+	return newRedis(t, tg, o.Prefix, func(t *testing.T, conns *notifyConns) backend.Backend {
 		co := rueidis.ClientOption{InitAddress: tg.Addrs, ForceSingleClient: !tg.Cluster, DialCtxFn: conns.DialCtx}
 		o := o
 		var b backend.Backend
@@ -117,7 +116,7 @@ func orZero[T any](p *T) T {
 // prefixOr returns prefix, or a prefix of the test's own when it is "".
 func prefixOr(t testing.TB, prefix string) string {
 	if prefix == "" {
-		return redistest.Prefix(t)
+		return redisserver.Prefix(t)
 	}
 	return prefix
 }
