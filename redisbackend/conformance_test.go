@@ -11,6 +11,7 @@ import (
 // one REDIS_ADDR names, or one this test binary starts. Every harness gets
 // its own key prefix, every backend its own client (a separate "process").
 func TestConformance(t *testing.T) {
+	t.Parallel() // beside the other runs of the suite: each property has keys of its own
 	harness.RunGoRedis(t, harness.SharedServer, nil)
 }
 
@@ -36,6 +37,7 @@ func TestConformance(t *testing.T) {
 //     backend's pub/sub connection on the client's side instead
 //     (internal/testenv/harness), as for a real server.
 func TestConformanceMiniredis(t *testing.T) {
+	t.Parallel() // beside the other runs of the suite: each property has keys of its own
 	harness.RunGoRedis(t, func(t *testing.T) harness.Target {
 		srv, err := redisserver.StartMiniredis()
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 // redis-server with client-side caching on: every Backend is built by New
 // and learns of released and expired locks from invalidations.
 func TestConformanceTracking(t *testing.T) {
+	t.Parallel() // beside the other runs of the suite: each property has keys of its own
 	harness.RunRueidis(t, harness.SharedServer, rueidisbackend.Tracking, nil)
 }
 
@@ -19,5 +20,6 @@ func TestConformanceTracking(t *testing.T) {
 // its waiters from the scripts' PUBLISH over one dedicated pub/sub
 // connection.
 func TestConformancePubSub(t *testing.T) {
+	t.Parallel() // beside the other runs of the suite: each property has keys of its own
 	harness.RunRueidis(t, harness.SharedServer, rueidisbackend.PubSub, nil)
 }

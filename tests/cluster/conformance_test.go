@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/redislocker/lock/internal/testenv/harness"
@@ -8,35 +9,42 @@ import (
 	"github.com/redislocker/lock/rueidisbackend"
 )
 
-// TestConformanceGoRedis runs the shared suite with redisbackend on
-// redis.ClusterClient, one client per backend.
-func TestConformanceGoRedis(t *testing.T) {
-	harness.RunGoRedis(t, sharedCluster, nil)
-}
-
-// TestConformanceRueidisTracking runs the suite with rueidisbackend in
-// Tracking mode on a rueidis cluster client (one tracking connection per
-// node).
-func TestConformanceRueidisTracking(t *testing.T) {
-	harness.RunRueidis(t, sharedCluster, rueidisbackend.Tracking, nil)
-}
-
-// TestConformanceRueidisPubSub runs the suite with rueidisbackend in
-// PubSub mode (NewWithClient) on a rueidis cluster client.
-func TestConformanceRueidisPubSub(t *testing.T) {
-	harness.RunRueidis(t, sharedCluster, rueidisbackend.PubSub, nil)
-}
-
-// TestConformanceGoRedisSharded runs the suite with redisbackend on
-// redis.ClusterClient with ShardedPubSub: SPUBLISH from the scripts, one
-// SSUBSCRIBE connection per master.
-func TestConformanceGoRedisSharded(t *testing.T) {
-	harness.RunGoRedis(t, sharedCluster, &redisbackend.Options{ShardedPubSub: true})
-}
-
-// TestConformanceRueidisPubSubSharded runs the suite with rueidisbackend
-// in PubSub mode with ShardedPubSub: SPUBLISH from the scripts, SSUBSCRIBE
-// through rueidis's connection to each channel's master.
-func TestConformanceRueidisPubSubSharded(t *testing.T) {
-	harness.RunRueidis(t, sharedCluster, rueidisbackend.PubSub, &rueidisbackend.Options{ShardedPubSub: true})
+// TestConformance runs the shared suite on the shared cluster with each
+// adapter configuration, all at once: each property has a key prefix of
+// its own, and the runs mostly wait on timers. They run in goroutines of
+// their own rather than as parallel subtests, which -test.parallel (the
+// number of CPUs) would hold to two at a time.
+//
+//   - go-redis: redisbackend on redis.ClusterClient, one client per
+//     backend.
+//   - rueidis-tracking: rueidisbackend in Tracking mode on a rueidis
+//     cluster client (one tracking connection per node).
+//   - rueidis-pubsub: rueidisbackend in PubSub mode (NewWithClient) on a
+//     rueidis cluster client.
+//   - go-redis-sharded: redisbackend with ShardedPubSub: SPUBLISH from the
+//     scripts, one SSUBSCRIBE connection per master.
+//   - rueidis-pubsub-sharded: rueidisbackend in PubSub mode with
+//     ShardedPubSub: SPUBLISH from the scripts, SSUBSCRIBE through
+//     rueidis's connection to each channel's master.
+func TestConformance(t *testing.T) {
+	runs := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"go-redis", func(t *testing.T) { harness.RunGoRedis(t, sharedCluster, nil) }},
+		{"rueidis-tracking", func(t *testing.T) { harness.RunRueidis(t, sharedCluster, rueidisbackend.Tracking, nil) }},
+		{"rueidis-pubsub", func(t *testing.T) { harness.RunRueidis(t, sharedCluster, rueidisbackend.PubSub, nil) }},
+		{"go-redis-sharded", func(t *testing.T) {
+			harness.RunGoRedis(t, sharedCluster, &redisbackend.Options{ShardedPubSub: true})
+		}},
+		{"rueidis-pubsub-sharded", func(t *testing.T) {
+			harness.RunRueidis(t, sharedCluster, rueidisbackend.PubSub, &rueidisbackend.Options{ShardedPubSub: true})
+		}},
+	}
+	Shared(t) // started once, before the runs need it
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Go(func() { t.Run(r.name, r.run) })
+	}
+	wg.Wait()
 }

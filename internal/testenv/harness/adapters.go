@@ -52,7 +52,7 @@ func Rueidis(t *testing.T, tg Target, mode rueidisbackend.Mode, opts *rueidisbac
 	o.MaxWaiters, o.PurgeLimit = MaxWaiters, PurgeLimit
 	tracking := mode == rueidisbackend.Tracking
 	return newRedis(t, tg, o.Prefix, func(t *testing.T, conns *notifyConns) backend.Backend {
-		co := rueidis.ClientOption{InitAddress: tg.Addrs, ForceSingleClient: !tg.Cluster, DialCtxFn: conns.DialCtx}
+		co := SmallRueidis(rueidis.ClientOption{InitAddress: tg.Addrs, ForceSingleClient: !tg.Cluster, DialCtxFn: conns.DialCtx})
 		o := o
 		var b backend.Backend
 		if tracking {
@@ -76,6 +76,20 @@ func Rueidis(t *testing.T, tg Target, mode rueidisbackend.Mode, opts *rueidisbac
 		}
 		return b
 	})
+}
+
+// SmallRueidis returns co with the per-connection buffers of a test
+// client: a ring of 16 commands in flight and 16 KiB read and write
+// buffers instead of rueidis's 1024 and 0.5 MiB each. A harness's backends
+// have a client each, a few connections per node, and never many commands
+// in flight; allocating (and, under the race detector, shadowing) the
+// default rings and buffers for every connection was most of the CPU time
+// of the cluster suites.
+func SmallRueidis(co rueidis.ClientOption) rueidis.ClientOption {
+	co.RingScaleEachConn = 4
+	co.ReadBufferEachConn = 16 << 10
+	co.WriteBufferEachConn = 16 << 10
+	return co
 }
 
 // GoRedisBackend returns redisbackend.New(client, opts), failing the test
