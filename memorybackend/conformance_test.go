@@ -11,7 +11,6 @@ import (
 // Store per harness, one Backend per "process". It is the conformance
 // package doc's snippet.
 func TestConformance(t *testing.T) {
-	t.Parallel() // beside the other runs of the suite: each property has a store of its own
 	conformance.Run(t, newHarness) // newHarness(t) returns a Harness on a fresh store
 }
 
@@ -22,6 +21,5 @@ func newHarness(*testing.T) conformance.Harness { return harness.NewMemory(false
 // core's wake-then-acquire fallback, as a backend without
 // backend.HandOffer gets it.
 func TestConformanceNoHandOff(t *testing.T) {
-	t.Parallel() // beside the other runs of the suite: each property has a store of its own
 	conformance.Run(t, func(t *testing.T) conformance.Harness { return harness.NewMemory(false, true) })
 }

@@ -1,6 +1,9 @@
 package harness
 
 import (
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -13,19 +16,55 @@ import (
 	"github.com/redislocker/lock/rueidisbackend"
 )
 
-// SharedServer is the test binary's shared server ([redisserver.Addr]).
+// SharedServer is the test binary's shared server ([redisserver.SharedAddr]).
 func SharedServer(t *testing.T) Target { return Server(redisserver.SharedAddr(t)) }
 
 // RunGoRedis runs the conformance suite with GoRedis harnesses (opts) on
-// the deployment target returns for each property.
+// the deployment target returns for each property. Runs may go at once
+// (see [isolate]).
 func RunGoRedis(t *testing.T, target func(*testing.T) Target, opts *redisbackend.Options) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness { return GoRedis(t, target(t), opts) })
+	conformance.Run(t, func(t *testing.T) conformance.Harness {
+		isolate(t)
+		return GoRedis(t, target(t), opts)
+	})
 }
 
 // RunRueidis runs the conformance suite with Rueidis harnesses (mode,
-// opts) on the deployment target returns for each property.
+// opts) on the deployment target returns for each property. Runs may go
+// at once (see [isolate]).
 func RunRueidis(t *testing.T, target func(*testing.T) Target, mode rueidisbackend.Mode, opts *rueidisbackend.Options) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness { return Rueidis(t, target(t), mode, opts) })
+	conformance.Run(t, func(t *testing.T) conformance.Harness {
+		isolate(t)
+		return Rueidis(t, target(t), mode, opts)
+	})
+}
+
+// processWide is held, shared, by every property of the runs of
+// RunGoRedis and RunRueidis, and alone by the ones that look at the whole
+// process (processWideProperties), so that runs of the suite can go at
+// once in one test binary.
+var processWide sync.RWMutex
+
+// processWideProperties are the properties whose check covers every
+// goroutine of the process: no-goroutine-leak counts the lock package's
+// goroutines, another run's included.
+var processWideProperties = []string{"no-goroutine-leak"}
+
+// isolate takes processWide for the property t runs, until t's cleanup:
+// alone for a property of processWideProperties, shared for any other. A
+// run holds it for one property at a time, so runs never deadlock.
+func isolate(t *testing.T) {
+	name := t.Name()
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	if slices.Contains(processWideProperties, name) {
+		processWide.Lock()
+		t.Cleanup(processWide.Unlock)
+		return
+	}
+	processWide.RLock()
+	t.Cleanup(processWide.RUnlock)
 }
 
 // GoRedis returns a harness of redisbackend Backends on tg, each on a
