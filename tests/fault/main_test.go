@@ -121,11 +121,18 @@ func newRueidis(disableCache bool) func(t testing.TB, addr, prefix string, o cli
 	}
 }
 
-// forEachAdapter runs f as one subtest per adapter.
+// forEachAdapter runs f as one subtest per adapter, all at once: each
+// starts a redis-server (and proxies, child processes) of its own, and the
+// fault tests mostly wait, so that the adapters' runs share nothing but
+// the CPU. They run in goroutines of their own rather than as parallel
+// subtests, which -test.parallel (the number of CPUs) would hold to two at
+// a time.
 func forEachAdapter(t *testing.T, f func(t *testing.T, a adapter)) {
+	var wg sync.WaitGroup
 	for _, a := range adapters {
-		t.Run(a.name, func(t *testing.T) { f(t, a) })
+		wg.Go(func() { t.Run(a.name, func(t *testing.T) { f(t, a) }) })
 	}
+	wg.Wait()
 }
 
 // forEachEnv runs f as a subtest per adapter, each with an env of its own.
