@@ -42,8 +42,8 @@ func SharedAddr(t testing.TB) string {
 func External() bool { return os.Getenv("REDIS_ADDR") != "" }
 
 // Main takes the machine-wide lock of the test binaries that start
-// redis-servers ([HoldExclusive]), runs the tests and then stops the shared
-// server, if one was started. Use it as:
+// redis-servers ([HoldExclusive]), runs the tests, stops the shared
+// server, if one was started, and releases the lock. Use it as:
 // func TestMain(m *testing.M) { os.Exit(redisserver.Main(m)) }.
 //
 // After tests that passed, it fails the binary when a key without a TTL
@@ -60,6 +60,9 @@ func Main(m *testing.M) int {
 			}
 		}
 		shared.Close()
+	}
+	if held != nil {
+		held() // the servers are gone: the next test binary may start its own
 	}
 	return code
 }

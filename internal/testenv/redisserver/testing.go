@@ -23,9 +23,10 @@ func HoldExclusive() {
 	held = release
 }
 
-// held keeps the release of the lock HoldExclusive took reachable: the
-// lock's file would otherwise be closed, and the lock dropped, when the
-// garbage collector finalizes it.
+// held is the release of the lock HoldExclusive took, which Main calls
+// at its end. Kept here, the lock's file stays reachable: it would
+// otherwise be closed, and the lock dropped mid-run, when the garbage
+// collector finalizes it.
 var held func()
 
 // Prefix returns a key prefix unique to this call, so that tests on a shared
