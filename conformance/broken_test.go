@@ -19,7 +19,7 @@ import (
 	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/backendkit/fallback"
 	"github.com/redislocker/lock/internal/backendkit/memstore"
-	"github.com/redislocker/lock/internal/testenv/memharness"
+	"github.com/redislocker/lock/internal/testenv/harness"
 )
 
 // brokenEnv names the broken backend that TestBrokenBackend runs the suite
@@ -111,9 +111,9 @@ func TestBrokenBackend(t *testing.T) {
 
 // brokenHarness makes backends on one memorybackend Store, each wrapped in
 // the named breakage (or not, for the control). It has every capability of
-// the embedded memharness.Harness, which states them.
+// the embedded harness.Memory, which states them.
 type brokenHarness struct {
-	*memharness.Harness
+	*harness.Memory
 	kind   string
 	fakes  *fakeGrants // double-grant's fake leases, shared like the store
 	jump   sync.Mutex  // serializes the steps of queue-jump's backends
@@ -127,10 +127,10 @@ func newBrokenHarness(kind string) *brokenHarness {
 	// no-waiter-cap's store has the default cap, far above what Limits
 	// states. The breakages are of the wake-then-acquire protocol: the
 	// store does not hand off (the wrappers are no backend.HandOffer).
-	mh := memharness.NewWith(kind == "no-waiter-cap", true)
+	mh := harness.NewMemory(kind == "no-waiter-cap", true)
 	if kind == "purge-slow" {
 		// The store purges one dead entry per step; Limits states more.
-		store, err := memstore.NewStore(&memstore.Options{MaxWaiters: memharness.MaxWaiters, PurgeLimit: 1, NoHandOff: true})
+		store, err := memstore.NewStore(&memstore.Options{MaxWaiters: harness.MaxWaiters, PurgeLimit: 1, NoHandOff: true})
 		if err != nil {
 			panic(err)
 		}
@@ -138,13 +138,13 @@ func newBrokenHarness(kind string) *brokenHarness {
 	}
 	mh.Unwrap = memoryOf
 	return &brokenHarness{
-		Harness: mh,
-		kind:    kind,
-		fakes:   &fakeGrants{byKey: make(map[string]*fakeGrant)},
-		muted:   &muter{ids: make(map[string]int)},
-		fences:  &idFences{byID: make(map[string]*idFence)},
-		book:    &stepBook{granted: make(map[string]bool), queued: make(map[string]backend.AcquireRequest)},
-		ledger:  newLedger(),
+		Memory: mh,
+		kind:   kind,
+		fakes:  &fakeGrants{byKey: make(map[string]*fakeGrant)},
+		muted:  &muter{ids: make(map[string]int)},
+		fences: &idFences{byID: make(map[string]*idFence)},
+		book:   &stepBook{granted: make(map[string]bool), queued: make(map[string]backend.AcquireRequest)},
+		ledger: newLedger(),
 	}
 }
 
@@ -176,7 +176,7 @@ func (h *brokenHarness) NewBackend(t *testing.T) backend.Backend {
 // Limits, from the embedded harness, states the store's limits (for
 // no-waiter-cap, the limit the store fails to enforce).
 func (h *brokenHarness) ForgetIdle(t *testing.T, id string) {
-	h.Harness.ForgetIdle(t, id)
+	h.Memory.ForgetIdle(t, id)
 	h.fences.forget(id)
 }
 
@@ -194,7 +194,7 @@ func memoryOf(t *testing.T, b backend.Backend) *memstore.Backend {
 
 // ExpireNow ends id's lease in the store and double-grant's fake one.
 func (h *brokenHarness) ExpireNow(t *testing.T, id string) {
-	h.Harness.ExpireNow(t, id)
+	h.Memory.ExpireNow(t, id)
 	h.fakes.expire(id)
 }
 

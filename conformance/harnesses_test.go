@@ -2,8 +2,7 @@ package conformance_test
 
 import (
 	"github.com/redislocker/lock/conformance"
-	"github.com/redislocker/lock/internal/testenv/memharness"
-	"github.com/redislocker/lock/internal/testenv/redisharness"
+	"github.com/redislocker/lock/internal/testenv/harness"
 )
 
 // full is a harness with every optional capability but ClockAdvancer
@@ -22,6 +21,6 @@ type full interface {
 }
 
 var (
-	_ full = (*memharness.Harness)(nil)
-	_ full = (*redisharness.Harness)(nil)
+	_ full = (*harness.Memory)(nil)
+	_ full = (*harness.Redis)(nil)
 )

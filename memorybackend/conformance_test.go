@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/redislocker/lock/conformance"
-	"github.com/redislocker/lock/internal/testenv/memharness"
+	"github.com/redislocker/lock/internal/testenv/harness"
 )
 
 // TestConformance runs the shared suite against the in-memory backend: one
@@ -15,11 +15,11 @@ func TestConformance(t *testing.T) {
 }
 
 // newHarness returns a harness on a new Store, with direct hand-off.
-func newHarness(*testing.T) conformance.Harness { return memharness.New(false) }
+func newHarness(*testing.T) conformance.Harness { return harness.NewMemory(false, false) }
 
 // TestConformanceNoHandOff runs the suite with direct hand-off off: the
 // core's wake-then-acquire fallback, as a backend without
 // backend.HandOffer gets it.
 func TestConformanceNoHandOff(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness { return memharness.NewWith(false, true) })
+	conformance.Run(t, func(t *testing.T) conformance.Harness { return harness.NewMemory(false, true) })
 }

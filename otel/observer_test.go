@@ -17,6 +17,7 @@ import (
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/backendkit/memstore"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 	lockotel "github.com/redislocker/lock/otel"
 )
 
@@ -106,18 +107,6 @@ func value(t *testing.T, m metricdata.Metrics, want ...attribute.KeyValue) int64
 	return n
 }
 
-// eventually polls cond every few milliseconds for up to 5 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // TestMetricsScenario runs every outcome on the memory backend and
@@ -170,7 +159,7 @@ func TestMetricsScenario(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { _, err := l.Acquire(cctx, "b", time.Minute, nil); done <- err }()
-	eventually(t, "lock.waiters reaches 1", func() bool { return waiters() == 1 })
+	testkit.Eventually(t, 5*time.Second, "lock.waiters reaches 1", func() bool { return waiters() == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
@@ -180,7 +169,7 @@ func TestMetricsScenario(t *testing.T) {
 	pctx, parent := tr.Start(ctx, "caller")
 	got := make(chan lock.Result, 1)
 	go func() { r, _ := l.Acquire(pctx, "b", time.Minute, nil); got <- r }()
-	eventually(t, "lock.waiters back at 1", func() bool { return waiters() == 1 })
+	testkit.Eventually(t, 5*time.Second, "lock.waiters back at 1", func() bool { return waiters() == 1 })
 	if err := held.Lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -16,18 +16,10 @@ import (
 	"github.com/redislocker/lock/internal/backendkit/fallback"
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 var ctx = context.Background()
-
-func mustAcquire(t *testing.T, b *adapter, r backend.AcquireRequest) backend.Grant {
-	t.Helper()
-	g, err := b.Acquire(ctx, r)
-	if err != nil {
-		t.Fatalf("Acquire(%s, %s): %v", r.ID, r.Token, err)
-	}
-	return g
-}
 
 func TestNewOptions(t *testing.T) {
 	e := newEnv(t)
@@ -193,7 +185,7 @@ func TestReleaseAndExtendAreOwnerOnly(t *testing.T) {
 	r := req("r", "C", false)
 	r.TTL = 20 * time.Millisecond
 	mustAcquire(t, b, r)
-	adaptertest.Eventually(t, "the 20ms lease expires", func() bool { return e.raw.Exists(ctx, k.Lock).Val() == 0 })
+	testkit.Eventually(t, adaptertest.Deadline, "the 20ms lease expires", func() bool { return e.raw.Exists(ctx, k.Lock).Val() == 0 })
 	if err := b.Extend(ctx, "r", "C", time.Hour); !errors.Is(err, backend.ErrNotHeld) {
 		t.Fatalf("Extend after expiry = %v, want ErrNotHeld", err)
 	}
@@ -257,8 +249,6 @@ func TestLeave(t *testing.T) {
 		t.Fatalf("keys left after everyone left: %v, want only the counters", left)
 	}
 }
-
-func wt(id, token string) backend.Waiter { return backend.Waiter{ID: id, Token: token} }
 
 func escapeForTest(prefix string) string {
 	ks, err := keys.New(prefix)
@@ -363,7 +353,7 @@ func TestPurgeEveryExpiredWaiter(t *testing.T) {
 		}
 		t.Logf("setup outlasted the dead waiters' %v TTL (%d of %d deadlines left): again with %v", ttl, len(deadlines), dead+1, 2*ttl)
 	}
-	adaptertest.Eventually(t, "the server's clock passes the dead waiters' deadlines", func() bool {
+	testkit.Eventually(t, adaptertest.Deadline, "the server's clock passes the dead waiters' deadlines", func() bool {
 		return float64(e.serverMillis()) > latestDead
 	})
 	// Each step purges at most `limit`; the live waiter stays.
@@ -404,7 +394,7 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	mustAcquire(t, b, dead)
 	mustAcquire(t, b, req("d", "live", true))
 	deadline := e.raw.ZScore(ctx, k.Deadlines, "dead").Val()
-	adaptertest.Eventually(t, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
+	testkit.Eventually(t, adaptertest.Deadline, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
 	if err := b.Release(ctx, "d", "A"); err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +410,7 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	deadline = e.raw.ZScore(ctx, k.Deadlines, "dead").Val()
 	// Free the lock behind the queue's back, as an expiry would.
 	e.raw.Del(ctx, k.Lock)
-	adaptertest.Eventually(t, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
+	testkit.Eventually(t, adaptertest.Deadline, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
 	if g := mustAcquire(t, b, req("d", "newcomer", true)); g.Acquired || !g.Head || g.HolderTTL <= 0 {
 		t.Fatalf("newcomer = %+v, want queued as the head, next holding", g)
 	}
@@ -559,7 +549,7 @@ func TestDeadEntryBeyondLimitStaysDead(t *testing.T) {
 		tickets[tok] = mustAcquire(t, b, short).Ticket
 	}
 	last := e.raw.ZScore(ctx, k.Deadlines, "d4").Val()
-	adaptertest.Eventually(t, "every short deadline passes", func() bool { return float64(e.serverMillis()) > last })
+	testkit.Eventually(t, adaptertest.Deadline, "every short deadline passes", func() bool { return float64(e.serverMillis()) > last })
 	// One purge per step (d1); d3 is dead although still in the sets.
 	res, err := b.Heartbeat(ctx, []backend.Waiter{wt("z", "d3")}, time.Minute)
 	if err != nil {

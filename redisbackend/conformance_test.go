@@ -3,15 +3,16 @@ package redisbackend_test
 import (
 	"testing"
 
-	"github.com/redislocker/lock/internal/testenv/embedredis"
-	"github.com/redislocker/lock/internal/testenv/redisharness"
+	"github.com/redislocker/lock/internal/testenv/harness"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 )
 
 // TestConformance runs the shared suite against a real redis-server: the
 // one REDIS_ADDR names, or one this test binary starts. Every harness gets
 // its own key prefix, every backend its own client (a separate "process").
 func TestConformance(t *testing.T) {
-	redisharness.RunGoRedis(t, redisharness.SharedServer, nil)
+	t.Parallel() // beside the other runs of the suite: each property has keys of its own
+	harness.RunGoRedis(t, harness.SharedServer, nil)
 }
 
 // TestConformanceMiniredis runs the suite against miniredis, an in-process
@@ -24,7 +25,7 @@ func TestConformance(t *testing.T) {
 //     ever granted the id), no-lost-wakeup case (b) (a lease that expires
 //     without a release never frees the lock) and no-state-left (the lock
 //     key of an expired lease stays). The harness therefore moves miniredis's
-//     clock with the wall clock (internal/testenv/embedredis: FastForward when a
+//     clock with the wall clock (redisserver.Miniredis: FastForward when a
 //     command's bytes arrive, and every 2 ms). A TTL then ends no earlier
 //     than its length after the command that set it arrived, and at most
 //     one tick late when nobody asks: on the safe side of every property,
@@ -34,14 +35,15 @@ func TestConformance(t *testing.T) {
 //   - Its Lua is gopher-lua, not Redis's Lua 5.1; the scripts run on both.
 //   - It cannot kill connections (CLIENT KILL): the harness closes the
 //     backend's pub/sub connection on the client's side instead
-//     (internal/testenv/notifyconn), as for a real server.
+//     (internal/testenv/harness), as for a real server.
 func TestConformanceMiniredis(t *testing.T) {
-	redisharness.RunGoRedis(t, func(t *testing.T) redisharness.Target {
-		srv, err := embedredis.Start()
+	t.Parallel() // beside the other runs of the suite: each property has keys of its own
+	harness.RunGoRedis(t, func(t *testing.T) harness.Target {
+		srv, err := redisserver.StartMiniredis()
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(srv.Close)
-		return redisharness.Server(srv.Addr())
+		return harness.Server(srv.Addr())
 	}, nil)
 }

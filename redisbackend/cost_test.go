@@ -6,7 +6,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 )
 
 // The command-cost tests both adapters run (see internal/testenv/adaptertest).
@@ -25,7 +25,7 @@ func TestExtendNoLoop(t *testing.T) { adaptertest.ExtendNoLoop(t, newEnv(t).adap
 // a restart), a step costs EVALSHA + EVAL once, alone or in a pipeline, and
 // then EVALSHA only.
 func TestNoScriptFallback(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.StartT(t, redisserver.Options{})
 	e := newEnvAt(t, srv.Addr)
 	b, c := e.backend(nil)
 	_ = b.Release(ctx, "n", "nobody") // dials the client's connection
@@ -67,7 +67,7 @@ func TestNoScriptFallback(t *testing.T) {
 // reports the server's CPU time per pair (INFO commandstats usec of
 // EVALSHA), next to the client's ns/op.
 func BenchmarkAcquireRelease(b *testing.B) {
-	srv := redistest.Start(b)
+	srv := redisserver.StartT(b, redisserver.Options{})
 	be, _ := newBenchBackend(b, srv.Addr)
 	r := req("bench", "A", false)
 	_ = be.Release(ctx, "bench", "A")
@@ -111,7 +111,7 @@ func evalshaUsec(tb testing.TB, addr string) int64 {
 	}
 	var total int64
 	for _, cmd := range []string{"evalsha", "eval"} {
-		total += redistest.CommandStat(tb, info, cmd, "usec")
+		total += redisserver.CommandStat(tb, info, cmd, "usec")
 	}
 	return total
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(redisserver.Main(m)) }
 
 // env is one test's view of a Redis server: a raw client for inspection and
 // a key prefix of its own.
@@ -28,7 +28,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return newEnvAt(t, redistest.Addr(t))
+	return newEnvAt(t, redisserver.SharedAddr(t))
 }
 
 // newEnvBackend returns a new env on the shared server and one Backend
@@ -44,7 +44,7 @@ func newEnvAt(t *testing.T, addr string) *env {
 	t.Helper()
 	raw := newClient(addr)
 	t.Cleanup(func() { raw.Close() })
-	return &env{t: t, addr: addr, raw: raw, prefix: redistest.Prefix(t)}
+	return &env{t: t, addr: addr, raw: raw, prefix: redisserver.Prefix(t)}
 }
 
 func newClient(addr string) *redis.Client {
@@ -162,8 +162,12 @@ func (e *env) keysOf(pattern string) map[string]time.Duration {
 	return out
 }
 
-// req is an AcquireRequest with TTLs of 10 s.
-var req = adaptertest.Req
+// req, wt and mustAcquire are the shared tests' helpers.
+var (
+	req         = adaptertest.Req
+	wt          = adaptertest.Wt
+	mustAcquire = adaptertest.MustAcquire
+)
 
 // adapter is the env as the shared tests of internal/testenv/adaptertest see it.
 func (e *env) adapter() adaptertest.Adapter {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 )
 
 // TestShardedOnOneServer: with ShardedPubSub on a client of one server,
@@ -17,7 +17,7 @@ import (
 // with Wake{All}. The cluster case is tested in
 // Package cluster.
 func TestShardedOnOneServer(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.StartT(t, redisserver.Options{})
 	e := newEnvAt(t, srv.Addr)
 	holder, _ := e.backend(&Options{ShardedPubSub: true})
 	waiter, _ := e.backend(&Options{ShardedPubSub: true})

@@ -13,7 +13,8 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 func (e *env) numSub(channel string) int64 {
@@ -32,7 +33,7 @@ func (e *env) commandCalls(cmd string) int64 {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return redistest.CommandStat(e.t, info, cmd, "calls")
+	return redisserver.CommandStat(e.t, info, cmd, "calls")
 }
 
 // TestSubscribeIsConfirmed: a message published by another client right
@@ -59,7 +60,7 @@ func TestSubscribeIsConfirmed(t *testing.T) {
 // the subscribers of the id they name, and only while subscribed; Close
 // leaves the inbox.
 func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.StartT(t, redisserver.Options{})
 	e := newEnvAt(t, srv.Addr)
 	b, _ := e.backend(nil)
 	pubsubClients := func() int {
@@ -109,7 +110,7 @@ func TestSubscribeIsSharedAndRefCounted(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	adaptertest.Eventually(t, "the inbox is left on Close", func() bool { return e.numSub(inbox) == 0 })
+	testkit.Eventually(t, adaptertest.Deadline, "the inbox is left on Close", func() bool { return e.numSub(inbox) == 0 })
 }
 
 // TestSubscribeGivenUpBeforeConfirmation: a subscriber whose ctx ends
@@ -126,7 +127,7 @@ func TestSubscribeGivenUpBeforeConfirmation(t *testing.T) {
 			c()
 		}
 	}
-	adaptertest.Eventually(t, "no subscription is left behind", func() bool { return e.numSub(ch) == 0 })
+	testkit.Eventually(t, adaptertest.Deadline, "no subscription is left behind", func() bool { return e.numSub(ch) == 0 })
 	w := adaptertest.NewWakes()
 	c, err := b.subs.subscribe(ctx, "", ch, w.Fn)
 	if err != nil {
@@ -141,7 +142,7 @@ func TestSubscribeGivenUpBeforeConfirmation(t *testing.T) {
 // reconnects and re-subscribes, and every subscribed id gets
 // Wake{ID, All: true}; wake-ups flow again afterwards.
 func TestReconnectWakesAll(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.StartT(t, redisserver.Options{})
 	e := newEnvAt(t, srv.Addr)
 	b, _ := e.backend(nil)
 	wa, ca := adaptertest.Subscribe(t, b, "ra")
@@ -173,7 +174,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	if goroutinesMatch("wakeup.(*Supervisor)") {
 		t.Fatal("a goroutine of the Supervisor outlived Close")
 	}
-	adaptertest.Eventually(t, "go-redis's pub/sub goroutines end after Close", func() bool {
+	testkit.Eventually(t, adaptertest.Deadline, "go-redis's pub/sub goroutines end after Close", func() bool {
 		return !goroutinesMatch("go-redis/v9.(*channel)")
 	})
 	if _, err := b.Subscribe(ctx, "c", func(backend.Wake) {}); !errors.Is(err, backend.ErrClosed) {
@@ -190,9 +191,9 @@ func goroutinesMatch(s string) bool {
 // TestSubscribeFailsWhenServerIsDown: Subscribe reports the client's error
 // (not a hang) when no server answers.
 func TestSubscribeFailsWhenServerIsDown(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.StartT(t, redisserver.Options{})
 	addr := srv.Addr
-	srv.Stop()
+	srv.Close()
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer client.Close()
 	b, err := concrete(New(client, nil))

@@ -17,7 +17,8 @@ import (
 	"github.com/redislocker/lock/internal/redis/engine"
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 // TestNewOptions: defaults, validation, and the ClientOption that New
@@ -225,13 +226,13 @@ func TestPubSubSubscriptions(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	adaptertest.Eventually(t, "Close leaves the inbox", func() bool { return numsub(ch) == 0 })
+	testkit.Eventually(t, adaptertest.Deadline, "Close leaves the inbox", func() bool { return numsub(ch) == 0 })
 }
 
 // TestPubSubServerDown: Subscribe does not hang when the server is gone: it
 // returns the connection's error.
 func TestPubSubServerDown(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.StartT(t, redisserver.Options{})
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true, ForceSingleClient: true})
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +243,7 @@ func TestPubSubServerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	srv.Stop()
+	srv.Close()
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := b.Subscribe(sctx, "down", func(backend.Wake) {}); err == nil || errors.Is(err, context.DeadlineExceeded) {

@@ -3,7 +3,7 @@ package rueidisbackend_test
 import (
 	"testing"
 
-	"github.com/redislocker/lock/internal/testenv/redisharness"
+	"github.com/redislocker/lock/internal/testenv/harness"
 	"github.com/redislocker/lock/rueidisbackend"
 )
 
@@ -11,7 +11,8 @@ import (
 // redis-server with client-side caching on: every Backend is built by New
 // and learns of released and expired locks from invalidations.
 func TestConformanceTracking(t *testing.T) {
-	redisharness.RunRueidis(t, redisharness.SharedServer, rueidisbackend.Tracking, nil)
+	t.Parallel() // beside the other runs of the suite: each property has keys of its own
+	harness.RunRueidis(t, harness.SharedServer, rueidisbackend.Tracking, nil)
 }
 
 // TestConformancePubSub runs the suite with caching off: every Backend is
@@ -19,5 +20,6 @@ func TestConformanceTracking(t *testing.T) {
 // its waiters from the scripts' PUBLISH over one dedicated pub/sub
 // connection.
 func TestConformancePubSub(t *testing.T) {
-	redisharness.RunRueidis(t, redisharness.SharedServer, rueidisbackend.PubSub, nil)
+	t.Parallel() // beside the other runs of the suite: each property has keys of its own
+	harness.RunRueidis(t, harness.SharedServer, rueidisbackend.PubSub, nil)
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 )
 
 // The command-cost tests both adapters run (see internal/testenv/adaptertest), in
@@ -31,7 +31,7 @@ func inModes(t *testing.T, test func(*testing.T, adaptertest.Adapter)) {
 // a restart), a step costs EVALSHA + EVAL once, alone or batched, and then
 // EVALSHA only.
 func TestNoScriptFallback(t *testing.T) {
-	e := newEnvAt(t, redistest.Start(t).Addr)
+	e := newEnvAt(t, redisserver.StartT(t, redisserver.Options{}).Addr)
 	b, c := e.backend(Tracking, nil)
 	_ = b.Release(ctx, "n", "nobody") // dials
 	e.do("SCRIPT", "FLUSH")
@@ -60,7 +60,7 @@ func TestNoScriptFallback(t *testing.T) {
 // either mode: the Tracking mode tracks its inbox keys only (broadcasting
 // mode), never a key a step reads.
 func TestNoTrackingReads(t *testing.T) {
-	e := newEnvAt(t, redistest.Start(t).Addr)
+	e := newEnvAt(t, redisserver.StartT(t, redisserver.Options{}).Addr)
 	for _, mode := range modes {
 		b, _ := e.backend(mode, nil)
 		id := "t-" + mode.String()
@@ -88,5 +88,5 @@ func (e *env) calls(name string) int64 {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return redistest.CommandStat(e.t, info, name, "calls")
+	return redisserver.CommandStat(e.t, info, name, "calls")
 }

@@ -13,13 +13,13 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 )
 
 // TestMain runs the tests against the shared redis-server and then checks
 // that no goroutine outlived them (every Backend and client is closed by
 // its test's cleanup).
-func TestMain(m *testing.M) { os.Exit(redistest.NoLeaks(redistest.Main(m))) }
+func TestMain(m *testing.M) { os.Exit(redisserver.NoLeaks(redisserver.Main(m))) }
 
 var ctx = context.Background()
 
@@ -34,7 +34,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return newEnvAt(t, redistest.Addr(t))
+	return newEnvAt(t, redisserver.SharedAddr(t))
 }
 
 func newEnvAt(t *testing.T, addr string) *env {
@@ -44,7 +44,7 @@ func newEnvAt(t *testing.T, addr string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(raw.Close)
-	return &env{t: t, addr: addr, raw: raw, prefix: redistest.Prefix(t)}
+	return &env{t: t, addr: addr, raw: raw, prefix: redisserver.Prefix(t)}
 }
 
 // clientOption is the ClientOption of the tests' clients.

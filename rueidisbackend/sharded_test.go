@@ -5,7 +5,8 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 // TestShardedOnOneServer: with ShardedPubSub in PubSub mode on one server,
@@ -16,7 +17,7 @@ import (
 // mode holder's release sends the SPUBLISH too: the waiter's record names
 // its inbox. The cluster case is tested in package tests/cluster.
 func TestShardedOnOneServer(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.StartT(t, redisserver.Options{})
 	e := newEnvAt(t, srv.Addr)
 	holder, _ := e.backend(Tracking, &Options{ShardedPubSub: true})
 	waiter, _ := e.backend(PubSub, &Options{ShardedPubSub: true})
@@ -52,5 +53,5 @@ func TestShardedOnOneServer(t *testing.T) {
 	if err := waiter.Close(); err != nil {
 		t.Fatal(err)
 	}
-	adaptertest.Eventually(t, "the inbox is unsubscribed on Close", func() bool { return shardNumSub(ch) == 0 })
+	testkit.Eventually(t, adaptertest.Deadline, "the inbox is unsubscribed on Close", func() bool { return shardNumSub(ch) == 0 })
 }

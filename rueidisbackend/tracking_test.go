@@ -13,7 +13,8 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
 	"github.com/redislocker/lock/internal/testenv/faultproxy"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 // quiet is the window in which a test counts wake-ups that must not come:
@@ -158,7 +159,7 @@ func TestReconnectWakesAll(t *testing.T) {
 			// step on each connection that broke while idle (PubSub mode's
 			// command connections, which nothing reads while idle) fails.
 			var g backend.Grant
-			adaptertest.Eventually(t, "a step succeeds after the reconnect", func() bool {
+			testkit.Eventually(t, adaptertest.Deadline, "a step succeeds after the reconnect", func() bool {
 				var err error
 				g, err = w.Acquire(ctx, req("x", "W", true))
 				if err != nil {
@@ -193,7 +194,7 @@ func (e *env) namedOption(name string) rueidis.ClientOption {
 // TestFlushAllWakesAll: FLUSHALL makes Redis invalidate every tracked key
 // at once (a nil invalidation): every subscribed id is woken with All.
 func TestFlushAllWakesAll(t *testing.T) {
-	e := newEnvAt(t, redistest.Start(t).Addr)
+	e := newEnvAt(t, redisserver.StartT(t, redisserver.Options{}).Addr)
 	w, _ := e.backend(Tracking, nil)
 	x := adaptertest.Subscribed(t, w, "x")
 	mustAcquire(t, w, req("x", "W", true)) // any read tracks something
@@ -234,7 +235,7 @@ func TestRecoversAfterOutage(t *testing.T) {
 				t.Fatalf("after the outage x got %+v, want {ID: x, All: true}", got)
 			}
 			var g backend.Grant
-			adaptertest.Eventually(t, "a step succeeds after the outage", func() bool {
+			testkit.Eventually(t, adaptertest.Deadline, "a step succeeds after the outage", func() bool {
 				var err error
 				g, err = w.Acquire(ctx, req("x", "W", true))
 				return err == nil

@@ -23,7 +23,6 @@ import (
 
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/testenv/redisserver"
-	"github.com/redislocker/lock/internal/testenv/redistest"
 )
 
 // env returns a getenv that knows only the password variable, set to pw
@@ -254,7 +253,7 @@ func startSecure(t *testing.T) secureServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := redistest.Launch(t, redisserver.Options{Dir: dir, Args: []string{
+	s := redisserver.StartT(t, redisserver.Options{Dir: dir, Args: []string{
 		"--tls-port", fmt.Sprint(tlsPort), "--tls-cert-file", cert, "--tls-key-file", key, "--tls-auth-clients", "no",
 	}})
 	ss := secureServer{addr: s.Addr, tlsAddr: fmt.Sprintf("127.0.0.1:%d", tlsPort), ca: cert, prefix: "app:", id: "job"}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 	"github.com/redislocker/lock/internal/testenv/testkit"
 	"github.com/redislocker/lock/redisbackend"
 )
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	os.Unsetenv(passwordEnv) // the shared server has no password
-	os.Exit(redistest.Main(m))
+	os.Exit(redisserver.Main(m))
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and many readers.
@@ -59,7 +59,7 @@ type env struct {
 }
 
 func newEnv(t *testing.T) *env {
-	return &env{t: t, addr: redistest.Addr(t), prefix: redistest.Prefix(t)}
+	return &env{t: t, addr: redisserver.SharedAddr(t), prefix: redisserver.Prefix(t)}
 }
 
 // locker returns a Locker ("process") on the env's prefix. WaiterTimeout
@@ -100,12 +100,6 @@ func (e *env) lockctl(ctx context.Context, args ...string) (int, string, string)
 	return code, out.String(), errOut.String()
 }
 
-// waitFor polls cond until it holds, for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testkit.Eventually(t, 5*time.Second, what, cond)
-}
-
 // queue starts an Acquire of id by l in the background and waits until
 // lockctl sees it queued as the n-th waiter.
 func (e *env) queue(l *lock.Locker, id string, n int) <-chan lock.Result {
@@ -121,7 +115,7 @@ func (e *env) queue(l *lock.Locker, id string, n int) <-chan lock.Result {
 		cancel()
 		<-done
 	})
-	waitFor(e.t, fmt.Sprintf("waiter %d of %s queued", n, id), func() bool {
+	testkit.Eventually(e.t, 5*time.Second, fmt.Sprintf("waiter %d of %s queued", n, id), func() bool {
 		_, out, _ := e.lockctl(context.Background(), "inspect", id)
 		return strings.Contains(out, fmt.Sprintf("waiters: %d\n", n))
 	})
@@ -220,7 +214,7 @@ func TestWatchShowsHandOff(t *testing.T) {
 	go func() {
 		exited <- run(wctx, []string{"-addr", e.addr, "-prefix", e.prefix, "watch", "-interval", "10ms", "job"}, &out, &errOut)
 	}()
-	waitFor(t, "watch's first line", func() bool { return strings.Contains(out.String(), "held fence=") })
+	testkit.Eventually(t, 5*time.Second, "watch's first line", func() bool { return strings.Contains(out.String(), "held fence=") })
 	if err := res.Lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +224,7 @@ func TestWatchShowsHandOff(t *testing.T) {
 	}
 	want := fmt.Sprintf("hand-off: fence %d -> %d, holder %s -> %s", res.Lease.Fence(), granted.Lease.Fence(),
 		backend.Fingerprint(res.Lease.Token()), backend.Fingerprint(granted.Lease.Token()))
-	waitFor(t, "the hand-off line", func() bool { return strings.Contains(out.String(), want) })
+	testkit.Eventually(t, 5*time.Second, "the hand-off line", func() bool { return strings.Contains(out.String(), want) })
 	stop()
 	if code := <-exited; code != 0 || errOut.String() != "" {
 		t.Fatalf("watch interrupted: exit %d, %q", code, errOut.String())

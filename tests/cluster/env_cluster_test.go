@@ -36,7 +36,7 @@ import (
 
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/testenv/redisserver"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 // Options shape a cluster.
@@ -112,10 +112,10 @@ func Shared(t testing.TB) *Cluster {
 }
 
 // Main takes the machine-wide lock of the test binaries that start
-// redis-servers (see redistest.Exclusive), runs the tests and then stops
+// redis-servers (see redisserver.Exclusive), runs the tests and then stops
 // the shared cluster, if one was started. Use it as: func TestMain(m *testing.M) { os.Exit(Main(m)) }.
 func Main(m *testing.M) int {
-	redistest.Exclusive()
+	redisserver.HoldExclusive()
 	code := m.Run()
 	if shared != nil {
 		shared.Stop()
@@ -202,7 +202,7 @@ func fail(t testing.TB, err error) {
 	if errors.Is(err, redisserver.ErrNoBinary) {
 		err = fmt.Errorf("%w (install redis-server and redis-cli, or set REDIS_CLUSTER_ADDRS)", err)
 	}
-	redistest.Fail(t, err)
+	redisserver.Fail(t, err)
 }
 
 // startTimeout bounds the whole start of a cluster.
@@ -279,28 +279,6 @@ func startProcess(bin, dir string, argv func(port int, logPath string) ([]string
 	return &Node{Addr: p.Addr, proc: p}, nil
 }
 
-// until calls f every 10 ms until it returns nil, d passes or ctx ends,
-// and returns f's last error in the latter cases.
-func until(ctx context.Context, d time.Duration, f func() error) error {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-deadline.C:
-			return fmt.Errorf("not within %v: %w", d, err)
-		case <-tick.C:
-		}
-	}
-}
-
 // client returns a client of one node, without redirects: the admin
 // commands are meant for that node. The caller closes it.
 func client(addr string) *redis.Client {
@@ -347,7 +325,7 @@ func (c *Cluster) doString(ctx context.Context, addr string, args ...any) (strin
 // shape (masters, replicas per master), and every replica's link to its
 // master is up (so that WAIT can be answered).
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
-	return until(ctx, 10*time.Second, func() error {
+	return testkit.WaitFor(ctx, 10*time.Second, 10*time.Millisecond, func() error {
 		var first map[int]string
 		for _, n := range c.Nodes {
 			info, err := c.doString(ctx, n.Addr, "CLUSTER", "INFO")

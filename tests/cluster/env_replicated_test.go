@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/internal/testenv/redisserver"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 // ReplicatedOptions shape a master with replicas and Sentinels.
@@ -130,7 +131,7 @@ func (r *Replicated) SentinelAddrs() []string {
 // and every Sentinel names that master and knows its replicas.
 func (r *Replicated) WaitSynced(ctx context.Context) error {
 	c := &Cluster{}
-	return until(ctx, 10*time.Second, func() error {
+	return testkit.WaitFor(ctx, 10*time.Second, 10*time.Millisecond, func() error {
 		master := r.Master.Addr
 		if len(r.Sentinels) > 0 {
 			m, err := r.SentinelMaster(ctx)
@@ -228,7 +229,7 @@ func unpromotable(entry any, synced map[string]bool) string {
 // the test's), for up to 10 s; INPROG (a failover of the Sentinels' own
 // already runs) counts as started.
 func (r *Replicated) Failover(ctx context.Context) error {
-	return until(ctx, 10*time.Second, func() error {
+	return testkit.WaitFor(ctx, 10*time.Second, 10*time.Millisecond, func() error {
 		_, err := (&Cluster{}).Do(ctx, r.Sentinels[0].Addr, "SENTINEL", "FAILOVER", MasterName)
 		if err != nil && strings.Contains(err.Error(), "INPROG") {
 			return nil

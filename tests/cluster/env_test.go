@@ -12,7 +12,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redis/keys"
-	"github.com/redislocker/lock/internal/testenv/redisharness"
+	"github.com/redislocker/lock/internal/testenv/harness"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -28,8 +28,8 @@ func testKeys(t testing.TB) keys.Keyspace {
 }
 
 // sharedCluster is the shared cluster, as a harness's target.
-func sharedCluster(t *testing.T) redisharness.Target {
-	return redisharness.Cluster(Shared(t).Addrs())
+func sharedCluster(t *testing.T) harness.Target {
+	return harness.Cluster(Shared(t).Addrs())
 }
 
 // clusterEnv is one test's view of the shared cluster: a raw cluster
@@ -138,7 +138,7 @@ func uniqueName(t *testing.T) string {
 // whose connections carry name (none when empty), closed at the test's end.
 func goRedisCluster(t *testing.T, addrs []string, name string, o redisbackend.Options) backend.Backend {
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ClientName: name})
-	return redisharness.GoRedisBackend(t, client, &o)
+	return harness.GoRedisBackend(t, client, &o)
 }
 
 // rueidisCluster returns a rueidisbackend on the cluster whose connections
@@ -146,7 +146,7 @@ func goRedisCluster(t *testing.T, addrs []string, name string, o redisbackend.Op
 // the test's end.
 func rueidisCluster(t *testing.T, addrs []string, name string, noCache bool, o rueidisbackend.Options) backend.Backend {
 	o.ClientOption = rueidis.ClientOption{InitAddress: addrs, ClientName: name, DisableCache: noCache}
-	return redisharness.RueidisBackend(t, &o)
+	return harness.RueidisBackend(t, &o)
 }
 
 // shardedBackends are the two sharded listeners: redisbackend on a cluster

@@ -16,7 +16,7 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/redis/scripts"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -101,7 +101,7 @@ func (e *clusterEnv) evalshaCalls() map[string]int64 {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		out[m] = redistest.CommandStat(e.t, info.(string), "evalsha", "calls")
+		out[m] = redisserver.CommandStat(e.t, info.(string), "evalsha", "calls")
 	}
 	return out
 }

@@ -15,7 +15,8 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
-	"github.com/redislocker/lock/internal/testenv/redisharness"
+	"github.com/redislocker/lock/internal/testenv/harness"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 // guard is a real-time detector of one id's grants: at most one holder
@@ -170,7 +171,7 @@ func testSlotMigration(t *testing.T, c *Cluster, newBackend func(*testing.T, []s
 		for id, g := range guards {
 			base[id] = g.count()
 		}
-		adaptertest.Eventually(t, what, func() bool {
+		testkit.Eventually(t, adaptertest.Deadline, what, func() bool {
 			for id, g := range guards {
 				if g.count() < base[id]+n {
 					return false
@@ -204,7 +205,7 @@ func testSlotMigration(t *testing.T, c *Cluster, newBackend func(*testing.T, []s
 		}
 		g := guards[ids[0]]
 		g.enter(res.Lease.Fence())
-		adaptertest.Eventually(t, "every other process queued behind the anchor", func() bool {
+		testkit.Eventually(t, adaptertest.Deadline, "every other process queued behind the anchor", func() bool {
 			return e.raw.ZCard(ctx, ks.For(ids[0]).Queue).Val() >= procs-1
 		})
 		done := make(chan struct{})
@@ -310,6 +311,6 @@ func testSlotMigration(t *testing.T, c *Cluster, newBackend func(*testing.T, []s
 		t.Errorf("%d waits ended at the queue timeout", timeouts.Load())
 	}
 	for _, id := range ids {
-		adaptertest.Eventually(t, "nothing but the counters is left of "+id, func() bool { return len(redisharness.StateLeft(t, e.raw, ks, id)) == 0 })
+		testkit.Eventually(t, adaptertest.Deadline, "nothing but the counters is left of "+id, func() bool { return len(harness.StateLeft(t, e.raw, ks, id)) == 0 })
 	}
 }

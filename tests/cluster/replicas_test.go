@@ -16,7 +16,8 @@ import (
 	"github.com/redislocker/lock/internal/backendkit/fallback"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
 	"github.com/redislocker/lock/internal/testenv/faultproxy"
-	"github.com/redislocker/lock/internal/testenv/redisharness"
+	"github.com/redislocker/lock/internal/testenv/harness"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -45,7 +46,7 @@ var waitAdapters = []waitAdapter{
 			} else {
 				client = redis.NewClient(&redis.Options{Addr: master})
 			}
-			return redisharness.GoRedisBackend(t, client, &redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
+			return harness.GoRedisBackend(t, client, &redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
 		},
 		cluster: func(t *testing.T, addrs []string, prefix string, replicas int) backend.Backend {
 			return goRedisCluster(t, addrs, "", redisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
@@ -59,7 +60,7 @@ var waitAdapters = []waitAdapter{
 			if len(sentinels) > 0 {
 				co = rueidis.ClientOption{InitAddress: sentinels, Sentinel: rueidis.SentinelOption{MasterSet: MasterName}}
 			}
-			return redisharness.RueidisBackend(t, &rueidisbackend.Options{ClientOption: co, Prefix: prefix, WaitReplicas: replicas})
+			return harness.RueidisBackend(t, &rueidisbackend.Options{ClientOption: co, Prefix: prefix, WaitReplicas: replicas})
 		},
 		cluster: func(t *testing.T, addrs []string, prefix string, replicas int) backend.Backend {
 			return rueidisCluster(t, addrs, "", false, rueidisbackend.Options{Prefix: prefix, WaitReplicas: replicas})
@@ -325,7 +326,7 @@ func TestSentinel(t *testing.T) {
 				t.Fatal(err)
 			}
 			var promoted string
-			adaptertest.Eventually(t, "the Sentinels promote the replica", func() bool {
+			testkit.Eventually(t, adaptertest.Deadline, "the Sentinels promote the replica", func() bool {
 				promoted, err = r.SentinelMaster(ctx)
 				return err == nil && promoted != old
 			})
@@ -340,14 +341,14 @@ func TestSentinel(t *testing.T) {
 				t.Fatal(err)
 			}
 			var try lock.Result
-			adaptertest.Eventually(t, "a TryAcquire answers on the new master", func() bool {
+			testkit.Eventually(t, adaptertest.Deadline, "a TryAcquire answers on the new master", func() bool {
 				try, err = holder.TryAcquire(ctx, "x", time.Minute)
 				return err == nil
 			})
 			if try.Acquired {
 				t.Fatalf("after the failover the id was granted again: %+v", try)
 			}
-			adaptertest.Eventually(t, "the holder extends its lease on the new master", func() bool {
+			testkit.Eventually(t, adaptertest.Deadline, "the holder extends its lease on the new master", func() bool {
 				return w.Lease.Extend(ctx, time.Minute) == nil
 			})
 			if err := w.Lease.Release(ctx); err != nil {
@@ -410,13 +411,13 @@ func TestFailoverRisk(t *testing.T) {
 				if err := r.Failover(ctx); err != nil {
 					t.Fatal(err)
 				}
-				adaptertest.Eventually(t, "the Sentinels promote the replica", func() bool {
+				testkit.Eventually(t, adaptertest.Deadline, "the Sentinels promote the replica", func() bool {
 					m, err := r.SentinelMaster(ctx)
 					return err == nil && m == replica
 				})
 				second := a.single(t, "", r.SentinelAddrs(), ks.Prefix(), 0)
 				var g2 backend.Grant
-				adaptertest.Eventually(t, "the new master answers", func() bool {
+				testkit.Eventually(t, adaptertest.Deadline, "the new master answers", func() bool {
 					g2, err = second.Acquire(ctx, req("x", "SECOND"))
 					return err == nil
 				})
@@ -439,5 +440,5 @@ func eventuallyQueued(t *testing.T, addr, key string, n int64) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	adaptertest.Eventually(t, fmt.Sprintf("%d waiter(s) queued", n), func() bool { return c.ZCard(ctx, key).Val() >= n })
+	testkit.Eventually(t, adaptertest.Deadline, fmt.Sprintf("%d waiter(s) queued", n), func() bool { return c.ZCard(ctx, key).Val() >= n })
 }

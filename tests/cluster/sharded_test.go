@@ -8,6 +8,7 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 )
 
 // TestShardedSubscriptions: with ShardedPubSub, a Backend subscribes the
@@ -93,7 +94,7 @@ func TestShardedSubscriptions(t *testing.T) {
 			if err := b.Close(); err != nil {
 				t.Fatal(err)
 			}
-			adaptertest.Eventually(t, "every inbox is unsubscribed after Close", func() bool {
+			testkit.Eventually(t, adaptertest.Deadline, "every inbox is unsubscribed after Close", func() bool {
 				for _, lines := range e.clientsNamed(name) {
 					for _, l := range lines {
 						if n := field(l, "ssub"); n != "0" && n != "" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 	"github.com/redislocker/lock/rueidisbackend"
 )
 
@@ -64,7 +65,7 @@ func TestTrackingOnCluster(t *testing.T) {
 	}
 	ids := map[string]string{} // master -> client id of the waiter's connection
 	var lone string            // a master to which the Backend has that connection only
-	adaptertest.Until(t, func() string {
+	testkit.Until(t, adaptertest.Deadline, func() string {
 		lone = ""
 		if _, err := waiter.Heartbeat(ctx, all, time.Minute); err != nil {
 			t.Fatal(err)

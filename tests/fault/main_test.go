@@ -26,7 +26,6 @@ import (
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/redis/scripts"
 	"github.com/redislocker/lock/internal/testenv/redisserver"
-	"github.com/redislocker/lock/internal/testenv/redistest"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
 )
@@ -39,7 +38,7 @@ func TestMain(m *testing.M) {
 	}
 	// These tests start servers and check bounded delays: no other such
 	// test binary runs beside them (the lock ends with the process).
-	redistest.Exclusive()
+	redisserver.HoldExclusive()
 	goleak.VerifyTestMain(m)
 }
 
@@ -122,11 +121,18 @@ func newRueidis(disableCache bool) func(t testing.TB, addr, prefix string, o cli
 	}
 }
 
-// forEachAdapter runs f as one subtest per adapter.
+// forEachAdapter runs f as one subtest per adapter, all at once: each
+// starts a redis-server (and proxies, child processes) of its own, and the
+// fault tests mostly wait, so that the adapters' runs share nothing but
+// the CPU. They run in goroutines of their own rather than as parallel
+// subtests, which -test.parallel (the number of CPUs) would hold to two at
+// a time.
 func forEachAdapter(t *testing.T, f func(t *testing.T, a adapter)) {
+	var wg sync.WaitGroup
 	for _, a := range adapters {
-		t.Run(a.name, func(t *testing.T) { f(t, a) })
+		wg.Go(func() { t.Run(a.name, func(t *testing.T) { f(t, a) }) })
 	}
+	wg.Wait()
 }
 
 // forEachEnv runs f as a subtest per adapter, each with an env of its own.
@@ -148,7 +154,7 @@ type env struct {
 
 func newEnv(t *testing.T, a adapter) *env {
 	t.Helper()
-	srv := redistest.Launch(t, redisserver.Options{})
+	srv := redisserver.StartT(t, redisserver.Options{})
 	prefix := "ft:" + strings.NewReplacer("/", ".", " ", "_").Replace(t.Name()) + ":"
 	ks, err := keys.New(prefix)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redis/keys"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 )
 
 // TestUncontendedCycleCost checks what an uncontended acquire + release
@@ -43,7 +43,7 @@ func TestUncontendedCycleCost(t *testing.T) {
 	calls1, cpu1 := serverStats(t, c)
 	per := float64(calls1-calls0) / n
 	t.Logf("%.2f server commands, %.1f µs server CPU per uncontended acquire+release", per, (cpu1-cpu0)/n)
-	if redistest.External() {
+	if redisserver.External() {
 		return // another client may share the server
 	}
 	if per < float64(want) || per > float64(want)+0.01 { // + a PEXPIRE of the fence key each half hour

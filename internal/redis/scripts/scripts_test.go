@@ -11,7 +11,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redis/keys"
-	"github.com/redislocker/lock/internal/testenv/embedredis"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 )
 
 func TestConstantsMatchBackend(t *testing.T) {
@@ -254,7 +254,7 @@ func TestShardedWakeUp(t *testing.T) {
 // is written, by a server whose scripts do not report Redis 7
 // (miniredis, standing in for Redis 5 and 6).
 func TestShardedNeedsRedis7(t *testing.T) {
-	srv, err := embedredis.Start()
+	srv, err := redisserver.StartMiniredis()
 	if err != nil {
 		t.Fatal(err)
 	}

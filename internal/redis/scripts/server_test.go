@@ -11,25 +11,25 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redis/keys"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 )
 
-// The package's tests share one server (redistest); benchmarks and tests
+// The package's tests share one server (redisserver.SharedAddr); benchmarks and tests
 // that count the server's work start their own. This file holds how a test
 // reaches a server, names its keys, runs scripts and reads INFO.
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(redisserver.Main(m)) }
 
 // client returns a client of the shared test server.
 func client(t testing.TB) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	c := redis.NewClient(&redis.Options{Addr: redisserver.SharedAddr(t)})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
 
 // ownClient starts a server for tb alone and returns a client of it.
 func ownClient(tb testing.TB) *redis.Client {
-	srv := redistest.Start(tb)
+	srv := redisserver.StartT(tb, redisserver.Options{})
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	tb.Cleanup(func() { c.Close() })
 	return c
@@ -39,7 +39,7 @@ func ownClient(tb testing.TB) *redis.Client {
 // two of one test apart). Its keys are deleted when the test ends.
 func testKeys(t testing.TB, c *redis.Client, suffix string) keys.Keyspace {
 	t.Helper()
-	ks, err := keys.New(redistest.Prefix(t) + suffix)
+	ks, err := keys.New(redisserver.Prefix(t) + suffix)
 	if err != nil {
 		t.Fatal(err)
 	}

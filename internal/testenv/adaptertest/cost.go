@@ -3,6 +3,7 @@ package adaptertest
 import (
 	"context"
 	"errors"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 	"slices"
 	"strings"
 	"sync"
@@ -300,12 +301,12 @@ func CoreCommandCounts(t *testing.T, a Adapter) {
 		t.Fatal(held, err)
 	}
 	b1 := acquireAsync(p.b, "c", ttl)
-	Eventually(t, "B1 queues", func() bool { return a.queued(t, "c") == 1 })
+	testkit.Eventually(t, Deadline, "B1 queues", func() bool { return a.queued(t, "c") == 1 })
 	p.ca.Take()
 	p.cb.Take()
 	// B2, in the same process: no fast-path try, one enqueue.
 	b2 := acquireAsync(p.b, "c", ttl)
-	Eventually(t, "B2 queues", func() bool { return a.queued(t, "c") == 2 })
+	testkit.Eventually(t, Deadline, "B2 queues", func() bool { return a.queued(t, "c") == 2 })
 	ExpectCost(t, p.cb, "B2's enqueue while its process already waits on the id", 1, 1)
 	// A releases: B1 is granted by hand-off (B2 told); B1 releases: B2 is
 	// granted by hand-off.
@@ -383,7 +384,7 @@ func IdleWaitersOnlyHeartbeat(t *testing.T, a Adapter) {
 	}
 	defer func() { cancel(); wg.Wait() }()
 	for _, id := range ids {
-		Eventually(t, "three waiters queue on "+id, func() bool { return a.queued(t, id) == 3 })
+		testkit.Eventually(t, Deadline, "three waiters queue on "+id, func() bool { return a.queued(t, id) == 3 })
 	}
 	wc.TakeTrips()
 	hc.TakeTrips()
@@ -451,16 +452,16 @@ func ExtendNoLoop(t *testing.T, a Adapter) {
 	// at the holder's TTL (a timer, not a wake-up); the local one is second
 	// and waits for wake-ups only.
 	remote := acquireAsync(p.b, id, time.Minute)
-	Eventually(t, "the remote waiter queues", func() bool { return a.queued(t, id) == 1 })
+	testkit.Eventually(t, Deadline, "the remote waiter queues", func() bool { return a.queued(t, id) == 1 })
 	local := acquireAsync(p.a, id, time.Minute)
-	Eventually(t, "the local waiter queues", func() bool { return a.queued(t, id) == 2 })
+	testkit.Eventually(t, Deadline, "the local waiter queues", func() bool { return a.queued(t, id) == 2 })
 	p.ca.Take()
 	p.cb.Take()
 
 	// Count until the holder has extended `extends` times (a condition,
 	// not a speed).
 	var names []string
-	Eventually(t, "the holder extends several times", func() bool {
+	testkit.Eventually(t, Deadline, "the holder extends several times", func() bool {
 		for _, trip := range p.ca.TakeTrips() {
 			names = append(names, trip...)
 		}

@@ -11,19 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/redislocker/lock/internal/testenv/redisserver"
-	"github.com/redislocker/lock/internal/testenv/redistest"
 )
 
-func TestMain(m *testing.M) {
-	redistest.Exclusive()
-	goleak.VerifyTestMain(m)
-}
+// TestMain runs the tests under the machine-wide lock, stops the shared
+// server and checks that no goroutine outlived the tests.
+func TestMain(m *testing.M) { os.Exit(redisserver.NoLeaks(redisserver.Main(m))) }
 
 func TestStartRestartSamePort(t *testing.T) {
-	s := redistest.Launch(t, redisserver.Options{})
+	s := redisserver.StartT(t, redisserver.Options{})
 	if r, err := s.Do("SET", "k", "v"); err != nil || r != "+OK" {
 		t.Fatalf("SET: %q, %v", r, err)
 	}
@@ -59,7 +55,7 @@ func TestStartRestartSamePort(t *testing.T) {
 // Pause returns only once the process is stopped: at once after it, a
 // PING gets no answer (no race with the signal's delivery).
 func TestPauseResume(t *testing.T) {
-	s := redistest.Launch(t, redisserver.Options{})
+	s := redisserver.StartT(t, redisserver.Options{})
 	if err := s.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +81,7 @@ func TestWaitStoppedFailsOnRunningProcess(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}
-	s := redistest.Launch(t, redisserver.Options{})
+	s := redisserver.StartT(t, redisserver.Options{})
 	err := redisserver.WaitStopped(s.Pid(), 50*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "state") {
 		t.Fatalf("WaitStopped on a running server: %v; want an error naming its state", err)
@@ -93,7 +89,7 @@ func TestWaitStoppedFailsOnRunningProcess(t *testing.T) {
 }
 
 func TestClientPause(t *testing.T) {
-	s := redistest.Launch(t, redisserver.Options{})
+	s := redisserver.StartT(t, redisserver.Options{})
 	const d = 300 * time.Millisecond
 	start := time.Now()
 	if err := s.ClientPause(d, "ALL"); err != nil {
@@ -112,14 +108,14 @@ func TestClientPause(t *testing.T) {
 func TestNoProcessLeft(t *testing.T) {
 	var pids []int
 	t.Run("paused", func(t *testing.T) {
-		s := redistest.Launch(t, redisserver.Options{})
+		s := redisserver.StartT(t, redisserver.Options{})
 		pids = append(pids, s.Pid())
 		if err := s.Pause(); err != nil { // cleanup must still end it
 			t.Fatal(err)
 		}
 	})
 	t.Run("running", func(t *testing.T) {
-		s := redistest.Launch(t, redisserver.Options{})
+		s := redisserver.StartT(t, redisserver.Options{})
 		pids = append(pids, s.Pid())
 	})
 	for _, pid := range pids {
@@ -133,7 +129,7 @@ func TestNoProcessLeft(t *testing.T) {
 func TestCloseRemovesOwnDir(t *testing.T) {
 	s, err := redisserver.Start(redisserver.Options{})
 	if err != nil {
-		redistest.Fail(t, err)
+		redisserver.Fail(t, err)
 	}
 	s.Close()
 	s.Close() // idempotent
@@ -143,7 +139,7 @@ func TestCloseRemovesOwnDir(t *testing.T) {
 }
 
 func TestCommandErrorReply(t *testing.T) {
-	s := redistest.Launch(t, redisserver.Options{})
+	s := redisserver.StartT(t, redisserver.Options{})
 	r, err := s.Do("NOSUCHCOMMAND")
 	if err != nil || !strings.HasPrefix(r, "-ERR") {
 		t.Fatalf("got %q, %v; want an error reply", r, err)

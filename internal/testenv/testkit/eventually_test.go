@@ -1,6 +1,8 @@
 package testkit
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -41,5 +43,28 @@ func TestEventually(t *testing.T) {
 	}
 	if msg := run(t, func(tb testing.TB) { Eventually(tb, 0, "never", func() bool { return false }) }); !strings.HasPrefix(msg, "not within") || !strings.HasSuffix(msg, ": never") {
 		t.Fatalf("Eventually of a false condition: Fatalf(%q), want a failure", msg)
+	}
+}
+
+// WaitFor returns nil once check does, its last error after the deadline,
+// and ctx's error (wrapped) when ctx ends first.
+func TestWaitFor(t *testing.T) {
+	n := 0
+	if err := WaitFor(context.Background(), time.Minute, time.Millisecond, func() error {
+		if n++; n < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	}); err != nil || n != 3 {
+		t.Fatalf("WaitFor of a check passing on the 3rd call: %v after %d calls", err, n)
+	}
+	errLast := errors.New("last")
+	if err := WaitFor(context.Background(), 0, time.Millisecond, func() error { return errLast }); !errors.Is(err, errLast) || !strings.HasPrefix(err.Error(), "not within") {
+		t.Fatalf("WaitFor past its deadline = %v, want \"not within\" wrapping the last error", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := WaitFor(ctx, time.Minute, time.Millisecond, func() error { return errLast }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitFor with an ended ctx = %v, want context.Canceled", err)
 	}
 }

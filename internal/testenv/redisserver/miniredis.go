@@ -1,19 +1,4 @@
-// Package embedredis runs miniredis, an in-process imitation of Redis,
-// with its clock following the wall clock, so that key TTLs run down as on
-// a real server. Tests use it: the go-redis adapter's runs the
-// conformance suite on it without a server, and the scripts' tests use it
-// to stand in for a Redis older than 7.0. (The quick start, examples/quickstart, runs
-// plain miniredis itself: it imports public packages only.)
-//
-// miniredis on its own never expires a key unless told to (FastForward),
-// and FastForward charges every key alike. Server moves the clock each
-// time bytes arrive from a client, before miniredis reads them, and every
-// Tick in between. A key set by a command is therefore charged only time
-// after the command's bytes arrived: it expires no earlier than its TTL
-// after that, and at most one tick late when nobody asks. Expiry errs
-// late, never early: on the safe side of every lock guarantee, but not
-// exact.
-package embedredis
+package redisserver
 
 import (
 	"net"
@@ -23,11 +8,23 @@ import (
 	"github.com/alicebob/miniredis/v2"
 )
 
-// Tick is how often a Server moves miniredis's clock between commands.
-const Tick = 2 * time.Millisecond
+// MiniredisTick is how often a Miniredis moves miniredis's clock between commands.
+const MiniredisTick = 2 * time.Millisecond
 
-// Server is a running miniredis with a wall-clock pump.
-type Server struct {
+// Miniredis runs miniredis, an in-process imitation of Redis, with its
+// clock following the wall clock, so that key TTLs run down as on a real
+// server. The Redis adapters' tests use it to run the conformance suite
+// without a server.
+//
+// miniredis on its own never expires a key unless told to (FastForward),
+// and FastForward charges every key alike. A Miniredis moves the clock
+// each time bytes arrive from a client, before miniredis reads them, and
+// every [MiniredisTick] in between. A key set by a command is therefore
+// charged only time after the command's bytes arrived: it expires no
+// earlier than its TTL after that, and at most one tick late when nobody
+// asks. Expiry errs late, never early: on the safe side of every lock
+// guarantee, but not exact.
+type Miniredis struct {
 	m    *miniredis.Miniredis
 	ln   net.Listener
 	stop chan struct{}
@@ -38,8 +35,9 @@ type Server struct {
 	last  time.Time  // the time charged up to
 }
 
-// Start starts a miniredis on a free loopback port and its clock pump.
-func Start() (*Server, error) {
+// StartMiniredis starts a miniredis on a free loopback port and its
+// clock pump.
+func StartMiniredis() (*Miniredis, error) {
 	m, err := miniredis.Run()
 	if err != nil {
 		return nil, err
@@ -51,7 +49,7 @@ func Start() (*Server, error) {
 		m.Close()
 		return nil, err
 	}
-	s := &Server{m: m, ln: ln, stop: make(chan struct{}), last: time.Now()}
+	s := &Miniredis{m: m, ln: ln, stop: make(chan struct{}), last: time.Now()}
 	s.wg.Add(2)
 	go s.pump()
 	go s.accept()
@@ -59,10 +57,10 @@ func Start() (*Server, error) {
 }
 
 // Addr returns the host:port to dial.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+func (s *Miniredis) Addr() string { return s.ln.Addr().String() }
 
 // Close stops the pump and the server. It is idempotent.
-func (s *Server) Close() {
+func (s *Miniredis) Close() {
 	s.once.Do(func() {
 		close(s.stop)
 		_ = s.ln.Close()
@@ -74,7 +72,7 @@ func (s *Server) Close() {
 // advance charges miniredis's keys the time since the last charge. The
 // time is read and charged under one lock, so charges never overlap: a
 // key set after a charge is never charged for time before it.
-func (s *Server) advance() {
+func (s *Miniredis) advance() {
 	s.clock.Lock()
 	defer s.clock.Unlock()
 	now := time.Now()
@@ -85,7 +83,7 @@ func (s *Server) advance() {
 }
 
 // accept hands each connection to miniredis, wrapped in a clockConn.
-func (s *Server) accept() {
+func (s *Miniredis) accept() {
 	defer s.wg.Done()
 	for {
 		c, err := s.ln.Accept()
@@ -100,7 +98,7 @@ func (s *Server) accept() {
 // miniredis parses them: the commands they hold run after the charge.
 type clockConn struct {
 	net.Conn
-	s *Server
+	s *Miniredis
 }
 
 func (c clockConn) Read(b []byte) (int, error) {
@@ -111,9 +109,9 @@ func (c clockConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-func (s *Server) pump() {
+func (s *Miniredis) pump() {
 	defer s.wg.Done()
-	t := time.NewTicker(Tick)
+	t := time.NewTicker(MiniredisTick)
 	defer t.Stop()
 	for {
 		select {

@@ -1,4 +1,4 @@
-package embedredis
+package redisserver
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // A key's TTL runs down with the wall clock: a key set with PX expires
 // without anyone calling FastForward.
 func TestTTLFollowsWallClock(t *testing.T) {
-	s, err := Start()
+	s, err := StartMiniredis()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestTTLFollowsWallClock(t *testing.T) {
 // earlier tick (a pump that charged every key for the whole time since
 // its last tick let 39 of 200 such keys expire up to 4.3 ms early).
 func TestNoEarlyExpiry(t *testing.T) {
-	s, err := Start()
+	s, err := StartMiniredis()
 	if err != nil {
 		t.Fatal(err)
 	}

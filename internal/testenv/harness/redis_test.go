@@ -1,4 +1,4 @@
-package redisharness
+package harness
 
 import (
 	"context"
@@ -7,16 +7,16 @@ import (
 	"time"
 
 	"github.com/redislocker/lock/internal/redis/scripts"
-	"github.com/redislocker/lock/internal/testenv/redistest"
+	"github.com/redislocker/lock/internal/testenv/redisserver"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(redisserver.Main(m)) }
 
 // TestStateLeftFenceKey: the harness's StateChecker passes over a fence
 // key that expires within its bound, and reports one with no TTL or a
 // longer one, as it reports every other key.
 func TestStateLeftFenceKey(t *testing.T) {
-	h := GoRedis(t, Server(redistest.Addr(t)), nil)
+	h := GoRedis(t, Server(redisserver.SharedAddr(t)), nil)
 	ctx := context.Background()
 	k := h.ks.For("x")
 	t.Cleanup(func() { h.raw.Del(ctx, k.Counters, k.Lock) })

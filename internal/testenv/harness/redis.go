@@ -1,11 +1,4 @@
-// Package redisharness holds the conformance harnesses of the two Redis
-// adapters, on one server or on a cluster: [GoRedis] for redisbackend,
-// [Rueidis] for rueidisbackend. Both are a [Harness]: backends under one
-// key prefix, each with a client of its own (a separate "process") that
-// dials through a notifyconn.Conns, so that the harness can delay its
-// subscriptions and break the connection of its wake-ups. It is test
-// support: no library code imports it.
-package redisharness
+package harness
 
 import (
 	"context"
@@ -22,14 +15,6 @@ import (
 	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/redis/scripts"
-	"github.com/redislocker/lock/internal/testenv/notifyconn"
-)
-
-// The harnesses' small limits, so that waiter-cap and purge-limit can fill
-// a queue; the suite's largest queue has 16 waiters.
-const (
-	MaxWaiters = 64
-	PurgeLimit = 8
 )
 
 // Target is where a harness's backends run: one server, or a cluster.
@@ -53,30 +38,33 @@ func (tg Target) client(dial func(ctx context.Context, network, addr string) (ne
 	return redis.NewClient(&redis.Options{Addr: tg.Addrs[0], Dialer: dial})
 }
 
-// Harness makes backends under one key prefix and inspects the store with
+// Redis is the harness of the Redis adapters: it makes backends under one
+// key prefix, each with a client of its own (a separate "process") that
+// dials through a notifyConns, so that it can delay their subscriptions
+// and break the connection of their wake-ups, and inspects the store with
 // a go-redis client of its own.
-type Harness struct {
+type Redis struct {
 	ks         keys.Keyspace
 	raw        redis.UniversalClient
-	newBackend func(t *testing.T, conns *notifyconn.Conns) backend.Backend
-	conns      notifyconn.Set
+	newBackend func(t *testing.T, conns *notifyConns) backend.Backend
+	conns      notifySet
 }
 
-// newHarness returns a Harness on tg under prefix whose backends come from
+// newRedis returns a Redis harness on tg under prefix whose backends come from
 // newBackend.
-func newHarness(t *testing.T, tg Target, prefix string, newBackend func(*testing.T, *notifyconn.Conns) backend.Backend) *Harness {
+func newRedis(t *testing.T, tg Target, prefix string, newBackend func(*testing.T, *notifyConns) backend.Backend) *Redis {
 	ks, err := keys.New(prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw := tg.client(nil)
 	t.Cleanup(func() { raw.Close() })
-	return &Harness{ks: ks, raw: raw, newBackend: newBackend}
+	return &Redis{ks: ks, raw: raw, newBackend: newBackend}
 }
 
 // NewBackend returns a Backend with a client of its own.
-func (h *Harness) NewBackend(t *testing.T) backend.Backend {
-	conns := notifyconn.New()
+func (h *Redis) NewBackend(t *testing.T) backend.Backend {
+	conns := newNotifyConns()
 	b := h.newBackend(t, conns)
 	h.conns.Add(b, conns)
 	return b
@@ -85,7 +73,7 @@ func (h *Harness) NewBackend(t *testing.T) backend.Backend {
 // ExpireNow deletes id's lock key, as its TTL running out would: no
 // script runs and nothing is published (a tracking client is told, as it
 // is of an expiry).
-func (h *Harness) ExpireNow(t *testing.T, id string) {
+func (h *Redis) ExpireNow(t *testing.T, id string) {
 	if err := h.raw.Del(context.Background(), h.ks.For(id).Lock).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,9 +87,9 @@ const suiteLease = 10 * time.Minute
 // its documented bound (scripts.FenceKeyExpires): a fence key with no TTL
 // is state left. It looks at id's keys only, never at the prefix's wire
 // marker (keys.SuffixWire): protocol metadata with a TTL, not lock state.
-func (h *Harness) StateLeft(t *testing.T, id string) []string { return StateLeft(t, h.raw, h.ks, id) }
+func (h *Redis) StateLeft(t *testing.T, id string) []string { return StateLeft(t, h.raw, h.ks, id) }
 
-// StateLeft is [Harness.StateLeft] of id in ks on raw's server, or on
+// StateLeft is [Redis.StateLeft] of id in ks on raw's server, or on
 // every master of raw's cluster.
 func StateLeft(t testing.TB, raw redis.UniversalClient, ks keys.Keyspace, id string) []string {
 	ctx := context.Background()
@@ -145,13 +133,13 @@ func StateLeft(t testing.TB, raw redis.UniversalClient, ks keys.Keyspace, id str
 // (rueidisbackend's Tracking mode through its inbox keys), and have every
 // capability the suite knows: the harness claims full conformance
 // (Strict), so that a property skipped after a refactoring fails.
-func (h *Harness) Limits() conformance.Limits {
+func (h *Redis) Limits() conformance.Limits {
 	return conformance.Limits{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit, Strict: true}
 }
 
 // ForgetIdle deletes every key of id, the fence key included: what Redis
 // deletes by itself once the id has been idle for the bound (an hour).
-func (h *Harness) ForgetIdle(t *testing.T, id string) {
+func (h *Redis) ForgetIdle(t *testing.T, id string) {
 	k := h.ks.For(id)
 	if err := h.raw.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters).Err(); err != nil {
 		t.Fatal(err)
@@ -162,10 +150,10 @@ func (h *Harness) ForgetIdle(t *testing.T, id string) {
 // wake-ups: the pub/sub connection, or the tracking one (rueidisbackend's
 // Tracking mode). The client dials a new one and the Backend subscribes
 // again.
-func (h *Harness) DropNotifier(t *testing.T, b backend.Backend) { h.conns.DropNotifier(t, b) }
+func (h *Redis) DropNotifier(t *testing.T, b backend.Backend) { h.conns.DropNotifier(t, b) }
 
 // DelaySubscribe holds back b's SUBSCRIBE commands by d. In Tracking mode
 // Subscribe sends none (it only registers), so it changes nothing there.
-func (h *Harness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
+func (h *Redis) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duration) {
 	h.conns.DelaySubscribe(t, b, d)
 }

@@ -1,4 +1,4 @@
-package notifyconn
+package harness
 
 import (
 	"bufio"
@@ -9,7 +9,7 @@ import (
 )
 
 // echo starts a TCP server that sends every line back.
-func echo(t *testing.T) string {
+func echoServer(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -42,8 +42,8 @@ func echo(t *testing.T) string {
 // TestDelayAndDrop: a subscribe command is held back by the delay, other
 // connections are not, and DropNotifiers closes only the subscriber.
 func TestDelayAndDrop(t *testing.T) {
-	addr := echo(t)
-	cs := New()
+	addr := echoServer(t)
+	cs := newNotifyConns()
 	ctx := context.Background()
 	sub, err := cs.Dial(ctx, "tcp", addr)
 	if err != nil {

@@ -1,39 +1,36 @@
-package redistest
+package redisserver_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/redislocker/lock/internal/testenv/redisserver"
 )
 
-func TestMain(m *testing.M) { os.Exit(Main(m)) }
-
 func TestAddrAnswersPing(t *testing.T) {
-	addr := Addr(t)
+	addr := redisserver.SharedAddr(t)
 	if err := redisserver.Ping(addr); err != nil {
 		t.Fatalf("shared server %s: %v", addr, err)
 	}
-	if again := Addr(t); again != addr {
-		t.Fatalf("Addr returned %s, then %s: want one shared server", addr, again)
+	if again := redisserver.SharedAddr(t); again != addr {
+		t.Fatalf("SharedAddr returned %s, then %s: want one shared server", addr, again)
 	}
 }
 
-func TestStartAndStop(t *testing.T) {
-	s := Start(t)
+func TestStartTAndClose(t *testing.T) {
+	s := redisserver.StartT(t, redisserver.Options{})
 	if err := redisserver.Ping(s.Addr); err != nil {
 		t.Fatalf("private server %s: %v", s.Addr, err)
 	}
-	s.Stop()
+	s.Close()
 	if err := redisserver.Ping(s.Addr); err == nil {
-		t.Fatalf("server %s still answers after Stop", s.Addr)
+		t.Fatalf("server %s still answers after Close", s.Addr)
 	}
-	s.Stop() // idempotent
+	s.Close() // idempotent
 }
 
 func TestPrefixIsUniqueAndBraceFree(t *testing.T) {
-	a, b := Prefix(t), Prefix(t)
+	a, b := redisserver.Prefix(t), redisserver.Prefix(t)
 	if a == b {
 		t.Fatalf("Prefix returned %q twice", a)
 	}
@@ -44,20 +41,20 @@ func TestPrefixIsUniqueAndBraceFree(t *testing.T) {
 
 // TestPersistent: a key without a TTL is reported, one with a TTL is not.
 func TestPersistent(t *testing.T) {
-	srv := Start(t)
-	if left, err := Persistent(srv.Addr); err != nil || left != "" {
+	srv := redisserver.StartT(t, redisserver.Options{})
+	if left, err := redisserver.Persistent(srv.Addr); err != nil || left != "" {
 		t.Fatalf("empty server: %q, %v", left, err)
 	}
 	if _, err := srv.Do("SET", "ttl", "v", "PX", "60000"); err != nil {
 		t.Fatal(err)
 	}
-	if left, err := Persistent(srv.Addr); err != nil || left != "" {
+	if left, err := redisserver.Persistent(srv.Addr); err != nil || left != "" {
 		t.Fatalf("a key with a TTL: %q, %v; want nothing", left, err)
 	}
 	if _, err := srv.Do("SET", "forever", "v"); err != nil {
 		t.Fatal(err)
 	}
-	if left, err := Persistent(srv.Addr); err != nil || left != "1 forever" {
+	if left, err := redisserver.Persistent(srv.Addr); err != nil || left != "1 forever" {
 		t.Fatalf("a key without a TTL: %q, %v; want \"1 forever\"", left, err)
 	}
 }

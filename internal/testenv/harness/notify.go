@@ -1,11 +1,4 @@
-// Package notifyconn wraps the connections a Redis client dials so that a
-// test can find the ones that carry wake-ups (a connection that sent
-// SUBSCRIBE, SSUBSCRIBE or CLIENT TRACKING) and disturb them: hold back
-// what they send for a while, so that a subscription becomes live late,
-// or close them, so that the client must reconnect. It serves the
-// conformance harnesses of the Redis adapters (the suite's
-// SubscribeDelayer and NotifierDropper capabilities).
-package notifyconn
+package harness
 
 import (
 	"bytes"
@@ -18,19 +11,26 @@ import (
 	"time"
 )
 
-// Conns tracks the connections of one client. Its methods are
+// notifyConns wraps the connections a Redis client dials so that a test
+// can find the ones that carry wake-ups (a connection that sent SUBSCRIBE,
+// SSUBSCRIBE or CLIENT TRACKING) and disturb them: hold back what they
+// send for a while, so that a subscription becomes live late, or close
+// them, so that the client must reconnect. It serves the Redis harnesses'
+// SubscribeDelayer and NotifierDropper capabilities. Its methods are
 // goroutine-safe.
-type Conns struct {
+type notifyConns struct {
 	mu    sync.Mutex
 	delay time.Duration
-	conns map[*conn]struct{}
+	conns map[*notifyConn]struct{}
 }
 
-// New returns an empty Conns.
-func New() *Conns { return &Conns{conns: make(map[*conn]struct{})} }
+// newNotifyConns returns an empty notifyConns.
+func newNotifyConns() *notifyConns {
+	return &notifyConns{conns: make(map[*notifyConn]struct{})}
+}
 
 // Dial is a go-redis Options.Dialer: it dials addr and wraps the conn.
-func (c *Conns) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+func (c *notifyConns) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, network, addr)
 	if err != nil {
@@ -40,7 +40,7 @@ func (c *Conns) Dial(ctx context.Context, network, addr string) (net.Conn, error
 }
 
 // DialCtx is a rueidis ClientOption.DialCtxFn.
-func (c *Conns) DialCtx(ctx context.Context, addr string, d *net.Dialer, cfg *tls.Config) (net.Conn, error) {
+func (c *notifyConns) DialCtx(ctx context.Context, addr string, d *net.Dialer, cfg *tls.Config) (net.Conn, error) {
 	var nc net.Conn
 	var err error
 	if cfg != nil {
@@ -59,7 +59,7 @@ func (c *Conns) DialCtx(ctx context.Context, addr string, d *net.Dialer, cfg *tl
 // now on hold back that command and everything after it on the connection
 // by d: the server hears of the subscription d late. d == 0 ends it for
 // later commands.
-func (c *Conns) DelaySubscribe(d time.Duration) {
+func (c *notifyConns) DelaySubscribe(d time.Duration) {
 	c.mu.Lock()
 	c.delay = d
 	c.mu.Unlock()
@@ -67,9 +67,9 @@ func (c *Conns) DelaySubscribe(d time.Duration) {
 
 // DropNotifiers closes every connection that subscribed or turned on
 // tracking, as a network failure would, and returns how many it closed.
-func (c *Conns) DropNotifiers() int {
+func (c *notifyConns) DropNotifiers() int {
 	c.mu.Lock()
-	var drop []*conn
+	var drop []*notifyConn
 	for cn := range c.conns {
 		if cn.notifier() {
 			drop = append(drop, cn)
@@ -82,15 +82,15 @@ func (c *Conns) DropNotifiers() int {
 	return len(drop)
 }
 
-func (c *Conns) wrap(nc net.Conn) net.Conn {
-	cn := &conn{Conn: nc, owner: c}
+func (c *notifyConns) wrap(nc net.Conn) net.Conn {
+	cn := &notifyConn{Conn: nc, owner: c}
 	c.mu.Lock()
 	c.conns[cn] = struct{}{}
 	c.mu.Unlock()
 	return cn
 }
 
-func (c *Conns) currentDelay() time.Duration {
+func (c *notifyConns) currentDelay() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.delay
@@ -104,9 +104,9 @@ var (
 	trackingCmd  = regexp.MustCompile(`(?i)\*\d+\r\n\$6\r\nclient\r\n\$8\r\ntracking\r\n`)
 )
 
-type conn struct {
+type notifyConn struct {
 	net.Conn
-	owner *Conns
+	owner *notifyConns
 
 	mu       sync.Mutex
 	isNotify bool
@@ -120,13 +120,13 @@ type pendingWrite struct {
 	due time.Time
 }
 
-func (cn *conn) notifier() bool {
+func (cn *notifyConn) notifier() bool {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	return cn.isNotify
 }
 
-func (cn *conn) Write(b []byte) (int, error) {
+func (cn *notifyConn) Write(b []byte) (int, error) {
 	subscribe := subscribeCmd.Match(b)
 	if subscribe || trackingCmd.Match(b) {
 		cn.mu.Lock()
@@ -157,7 +157,7 @@ func (cn *conn) Write(b []byte) (int, error) {
 }
 
 // writer sends the held-back writes in order, each at its due time.
-func (cn *conn) writer(q <-chan pendingWrite, done chan<- struct{}) {
+func (cn *notifyConn) writer(q <-chan pendingWrite, done chan<- struct{}) {
 	defer close(done)
 	for w := range q {
 		if d := time.Until(w.due); d > 0 {
@@ -170,7 +170,7 @@ func (cn *conn) writer(q <-chan pendingWrite, done chan<- struct{}) {
 	}
 }
 
-func (cn *conn) Close() error {
+func (cn *notifyConn) Close() error {
 	cn.mu.Lock()
 	if cn.closed {
 		cn.mu.Unlock()
@@ -190,45 +190,45 @@ func (cn *conn) Close() error {
 	return err
 }
 
-// Set maps the backends a test harness made to the Conns of their
+// notifySet maps the backends a test harness made to the notifyConns of their
 // clients. Its methods are goroutine-safe.
-type Set struct {
+type notifySet struct {
 	mu sync.Mutex
-	m  map[any]*Conns
+	m  map[any]*notifyConns
 }
 
-// Add registers c as the Conns of backend b.
-func (s *Set) Add(b any, c *Conns) {
+// Add registers c as the notifyConns of backend b.
+func (s *notifySet) Add(b any, c *notifyConns) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[any]*Conns)
+		s.m = make(map[any]*notifyConns)
 	}
 	s.m[b] = c
 }
 
-func (s *Set) of(t testing.TB, b any) *Conns {
+func (s *notifySet) of(t testing.TB, b any) *notifyConns {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.m[b]
 	if c == nil {
-		t.Fatalf("notifyconn: %T is not a backend of this harness", b)
+		t.Fatalf("harness: %T is not a backend of this harness", b)
 	}
 	return c
 }
 
 // DropNotifier closes backend b's connections that subscribed or track,
 // failing t when it has none.
-func (s *Set) DropNotifier(t testing.TB, b any) {
+func (s *notifySet) DropNotifier(t testing.TB, b any) {
 	t.Helper()
 	if s.of(t, b).DropNotifiers() == 0 {
-		t.Fatal("notifyconn: the backend has no pub/sub or tracking connection to drop")
+		t.Fatal("harness: the backend has no pub/sub or tracking connection to drop")
 	}
 }
 
-// DelaySubscribe is Conns.DelaySubscribe for backend b.
-func (s *Set) DelaySubscribe(t testing.TB, b any, d time.Duration) {
+// DelaySubscribe is notifyConns.DelaySubscribe for backend b.
+func (s *notifySet) DelaySubscribe(t testing.TB, b any, d time.Duration) {
 	t.Helper()
 	s.of(t, b).DelaySubscribe(d)
 }
