@@ -21,7 +21,7 @@ func SharedServer(t *testing.T) Target { return Server(redisserver.SharedAddr(t)
 
 // RunGoRedis runs the conformance suite with GoRedis harnesses (opts) on
 // the deployment target returns for each property. Runs may go at once
-// (see [isolate]).
+// (see isolate).
 func RunGoRedis(t *testing.T, target func(*testing.T) Target, opts *redisbackend.Options) {
 	conformance.Run(t, func(t *testing.T) conformance.Harness {
 		isolate(t)
@@ -31,7 +31,7 @@ func RunGoRedis(t *testing.T, target func(*testing.T) Target, opts *redisbackend
 
 // RunRueidis runs the conformance suite with Rueidis harnesses (mode,
 // opts) on the deployment target returns for each property. Runs may go
-// at once (see [isolate]).
+// at once (see isolate).
 func RunRueidis(t *testing.T, target func(*testing.T) Target, mode rueidisbackend.Mode, opts *rueidisbackend.Options) {
 	conformance.Run(t, func(t *testing.T) conformance.Harness {
 		isolate(t)
