@@ -191,7 +191,7 @@ func (c *acquireCall) try() (res Result, done bool, err error) {
 // the queue timeout, the end of ctx or Close.
 func (c *acquireCall) queue() (Result, error) {
 	poke := make(chan struct{}, 1)
-	wt := c.l.newWait(c.id, c.o.Token, c.ttl, c.start.Add(c.o.QueueTimeout), poke, false)
+	wt := c.l.newWait(c.id, c.o.Token, c.ttl, c.start.Add(c.o.QueueTimeout), func() { nudge(poke) }, false)
 	if err := c.l.room.register(c.ctx, &wt.w); err != nil {
 		return c.notAcquired(), err
 	}

@@ -63,10 +63,7 @@ func (k *keeper) keepAlive(le *Lease, every time.Duration) {
 	}
 	if due.Before(k.next) {
 		k.next = due
-		select {
-		case k.kick <- struct{}{}:
-		default:
-		}
+		nudge(k.kick)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redislocker/lock/backend"
@@ -133,7 +134,10 @@ type many struct {
 	items   []*manyItem
 	granted []*manyItem   // granted but not yet shown
 	unsent  bool          // round 1 failed before it reached the store
-	poke    chan struct{} // a grant by hand-off came
+	poke    chan struct{} // a grant by hand-off came: it is in handed
+
+	handedMu sync.Mutex
+	handed   []*manyItem // the items a grant by hand-off came to, not yet taken
 
 	g     grace         // of the call's waits once ctx ended
 	stray chan struct{} // closed when a step the caller stopped waiting for returns; nil if none
@@ -148,7 +152,9 @@ func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error
 		if tok == "" {
 			tok = newToken()
 		}
-		m.items[i] = &manyItem{idx: i, pending: true, wt: m.l.newWait(id, tok, m.ttl, deadline, m.poke, true)}
+		it := &manyItem{idx: i, pending: true}
+		it.wt = m.l.newWait(id, tok, m.ttl, deadline, func() { m.handOff(it) }, true)
+		m.items[i] = it
 	}
 	shown := false
 	defer func() {
@@ -275,9 +281,23 @@ func (m *many) tick(ctx context.Context) error {
 	return m.step(ctx, due)
 }
 
+// handOff records that a grant by hand-off came to it (a batched wait
+// signals only that) and pokes the call, so that takeHandOffs visits only
+// the items that have one, not every id of the call.
+func (m *many) handOff(it *manyItem) {
+	m.handedMu.Lock()
+	m.handed = append(m.handed, it)
+	m.handedMu.Unlock()
+	nudge(m.poke)
+}
+
 // takeHandOffs takes the grants by hand-off that came: no step.
 func (m *many) takeHandOffs() {
-	for _, it := range m.items {
+	m.handedMu.Lock()
+	handed := m.handed
+	m.handed = nil
+	m.handedMu.Unlock()
+	for _, it := range handed {
 		if it.pending {
 			if le := it.wt.takeHandOff(); le != nil {
 				m.grant(it, le)

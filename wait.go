@@ -22,7 +22,7 @@ type wait struct {
 	w        waiter // the entry the room routes wake-ups to
 	ttl      time.Duration
 	deadline time.Time // the queue timeout
-	poke     chan<- struct{}
+	notify   func()    // pokes the driver; it must not block
 	// batched: the driver steps at its own ticks, so only a grant by
 	// hand-off pokes it; otherwise every wake-up does.
 	batched bool
@@ -51,10 +51,10 @@ const (
 )
 
 // newWait returns the wait of token for id, its lease's ttl, which gives
-// up at deadline and pokes poke (see wait.batched). Its first move is a
-// step.
-func (l *Locker) newWait(id, token string, ttl time.Duration, deadline time.Time, poke chan<- struct{}, batched bool) *wait {
-	wt := &wait{l: l, ttl: ttl, deadline: deadline, poke: poke, batched: batched, woken: true}
+// up at deadline and calls notify to poke its driver (see wait.batched).
+// Its first move is a step.
+func (l *Locker) newWait(id, token string, ttl time.Duration, deadline time.Time, notify func(), batched bool) *wait {
+	wt := &wait{l: l, ttl: ttl, deadline: deadline, notify: notify, batched: batched, woken: true}
 	wt.w = waiter{id: id, token: token, wake: wt.wake, told: wt.told}
 	if l.handsOff {
 		wt.w.granted = wt.granted
@@ -112,10 +112,13 @@ func (wt *wait) granted(h backend.HandOff, recv time.Time) {
 	}
 }
 
-// signal pokes the driver; a poke already pending is enough.
-func (wt *wait) signal() {
+// signal pokes the driver.
+func (wt *wait) signal() { wt.notify() }
+
+// nudge sends on c unless a send is already pending there.
+func nudge(c chan<- struct{}) {
 	select {
-	case wt.poke <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
