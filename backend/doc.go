@@ -81,9 +81,11 @@
 //     past its expiry is not held, whether or not anyone took the lock
 //     since: its Release is ErrNotHeld too. A backend whose client may
 //     resend a command on its own (go-redis retries after a lost reply) may
-//     answer nil to the token of the id's latest Release, so that the
-//     resent release does not report ErrNotHeld for a release that
-//     happened; it never touches a lock another token holds.
+//     answer nil to a token that released the id a short while ago (the
+//     Redis adapters: within a minute), so that the resent release does not
+//     report ErrNotHeld for a release that happened, whatever grants and
+//     releases came in between; it never touches a lock another token
+//     holds.
 //  4. Extend sets a new expiry only if the token holds the lock and it has
 //     not expired (compare-and-set); it never re-creates an expired lock
 //     (an upsert is the classic mistake), and it keeps the fence. Otherwise

@@ -21,12 +21,13 @@ type lockModel struct {
 	holder    string
 	fence     uint64 // the current (or last) holder's fence
 	lastFence uint64 // the highest fence granted on the id
-	// lastReleased is the token of the id's latest Release; a backend may
-	// answer nil to it again (a resent release), or ErrNotHeld.
-	lastReleased string
-	queue        []string
-	tickets      map[string]uint64
-	lastTicket   uint64
+	// released holds the tokens that released the id; a backend may answer
+	// nil to a Release by one of them again (a resent release), or
+	// ErrNotHeld.
+	released   map[string]bool
+	queue      []string
+	tickets    map[string]uint64
+	lastTicket uint64
 	// handsOff: the backend grants a freed lock to the head (HandOffer).
 	handsOff bool
 }
@@ -156,7 +157,7 @@ func model(e *env) {
 		for i := range toks {
 			toks[i] = fmt.Sprintf("model-%s-%d", nonce, i)
 		}
-		m := &lockModel{tickets: map[string]uint64{}, handsOff: fallback.HandsOff(bs[0])}
+		m := &lockModel{tickets: map[string]uint64{}, released: map[string]bool{}, handsOff: fallback.HandsOff(bs[0])}
 		fail := func(format string, args ...any) {
 			msg := fmt.Sprintf(format, args...)
 			if ctx.Err() != nil {
@@ -222,9 +223,10 @@ func model(e *env) {
 					if err != nil {
 						fail("Release(%s) by the holder: %v", tok, err)
 					}
-					m.holder, m.lastReleased = "", tok
+					m.holder = ""
+					m.released[tok] = true
 					m.settle()
-				case tok == m.lastReleased && err == nil:
+				case m.released[tok] && err == nil:
 					// Allowed: the same release again (checklist item 3).
 				case !errors.Is(err, backend.ErrNotHeld):
 					fail("Release(%s) by a non-holder: %v, want ErrNotHeld", tok, err)

@@ -148,6 +148,13 @@ func (e *env) keysOf(pattern string) map[string]time.Duration {
 		if err != nil {
 			e.t.Fatal(err)
 		}
+		ks, _ := keys.New(e.prefix)
+		if maxTTL, ok := ks.SlotKey(k); ok {
+			if d != -2 && (d <= 0 || d > maxTTL) {
+				e.t.Fatalf("the slot key %s has PTTL %v, want within (0, %v]", k, d, maxTTL)
+			}
+			continue
+		}
 		if k == e.prefix+keys.SuffixWire {
 			if d != -2 && (d <= 0 || d > keys.WireTTL) {
 				e.t.Fatalf("the wire marker %s has PTTL %v, want within (0, %v]", k, d, keys.WireTTL)
@@ -175,6 +182,7 @@ func (e *env) adapter() adaptertest.Adapter {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	ks = ks.OneServer() // one server: as the adapter's engine names the keys
 	return adaptertest.Adapter{
 		Backend: func(*testing.T) (backend.Backend, *adaptertest.Log) {
 			b, c := e.backend(nil)

@@ -197,6 +197,7 @@ func (e *env) adapter(mode Mode) adaptertest.Adapter {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	ks = ks.OneServer() // one server: as the adapter's engine names the keys
 	counters := map[*adaptertest.Log]*counter{}
 	return adaptertest.Adapter{
 		Backend: func(*testing.T) (backend.Backend, *adaptertest.Log) {

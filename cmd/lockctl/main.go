@@ -46,9 +46,10 @@
 //	0  inspect found state for ID (held, or free with waiters or a recent
 //	   grant); release released it; watch ended
 //	1  inspect found no state at all for ID under -prefix (never locked, no
-//	   grant for 30 to 60 minutes, or a wrong -prefix); release was refused (ID
-//	   not held, or by another fence); or Redis failed (unreachable, timeout,
-//	   login, error reply)
+//	   grant in its hash slot, or on one server under -prefix, for an hour, or
+//	   a wrong -prefix); release was
+//	   refused (ID not held, or by another fence); or Redis failed
+//	   (unreachable, timeout, login, error reply)
 //	2  bad usage: unknown, bad or contradictory flags or arguments; nothing
 //	   was sent
 //
@@ -127,8 +128,9 @@ exit status:
   0  inspect found state for ID (held, or free with waiters or a recent grant);
      release released it; watch ended
   1  inspect found no state at all for ID under -prefix (never locked, no grant
-     for 30 to 60 minutes, or a wrong -prefix); release was refused (not held,
-     or another fence); or Redis failed (unreachable, timeout, login, error)
+     in its hash slot, or on one server under -prefix, for an hour, or a wrong
+     -prefix); release was refused (not
+     held, or another fence); or Redis failed (unreachable, timeout, login, error)
   2  bad usage; nothing was sent
 `
 

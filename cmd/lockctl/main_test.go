@@ -166,8 +166,8 @@ func TestInspect(t *testing.T) {
 	}
 }
 
-// An id that is free but has lock state left (its fence key, after a
-// release) is inspected with exit 0.
+// An id that is free but has lock state left (the fence key of its slot,
+// after a release) is inspected with exit 0.
 func TestInspectFreeKnown(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -272,10 +272,17 @@ func TestForcedRelease(t *testing.T) {
 	if code, out, _ := e.lockctl(ctx, "inspect", "job"); code != 0 || !strings.Contains(out, "held:    yes") {
 		t.Fatalf("the new holder is gone:\n%s", out)
 	}
-	// A free id with no lock state: not held, and a hint at -prefix.
+	// A free id under a prefix in use (one server: the prefix's fence key
+	// lives an hour after its last grant): not held.
 	if code, _, errOut := e.lockctl(ctx, "release", "-fence", "1", "free"); code != 1 || strings.Count(errOut, "\n") != 1 ||
-		!strings.Contains(errOut, "not held") || !strings.Contains(errOut, "wrong -prefix?") {
+		!strings.Contains(errOut, "not held") || strings.Contains(errOut, "wrong -prefix?") {
 		t.Fatalf("release of a free id: exit %d, %q", code, errOut)
+	}
+	// A free id under a prefix with no lock state: not held, and a hint at -prefix.
+	var errOut1 bytes.Buffer
+	code = run(ctx, []string{"-addr", e.addr, "-prefix", e.prefix + "unused:", "release", "-fence", "1", "free"}, io.Discard, &errOut1)
+	if code != 1 || !strings.Contains(errOut1.String(), "not held") || !strings.Contains(errOut1.String(), "wrong -prefix?") {
+		t.Fatalf("release of a free id under an unused prefix: exit %d, %q", code, errOut1.String())
 	}
 	// The held id under a wrong prefix: refused, and the holder keeps it.
 	var errOut2 bytes.Buffer
@@ -347,7 +354,7 @@ func TestProcess(t *testing.T) {
 		{[]string{"-url", "redis://" + e.addr, "-addr", e.addr, "inspect", "x"}, 2, "-addr and -url"},
 		{[]string{"-addr", e.addr, "-prefix", e.prefix, "inspect", "held"}, 0, ""},
 		{[]string{"-url", "redis://" + e.addr + "/0", "-prefix", e.prefix, "inspect", "held"}, 0, ""},
-		{[]string{"-addr", e.addr, "-prefix", e.prefix, "inspect", "x"}, 1, "no lock state"},
+		{[]string{"-addr", e.addr, "-prefix", e.prefix + "unused:", "inspect", "x"}, 1, "no lock state"},
 		{[]string{"-addr", e.addr, "-prefix", e.prefix, "release", "-fence", "1", "x"}, 1, "not held"},
 	} {
 		cmd := exec.Command(os.Args[0], tc.args...)

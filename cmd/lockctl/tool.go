@@ -44,7 +44,11 @@ func openTool(ctx context.Context, su setup) (*tool, error) {
 		_ = client.Close()
 		return nil, err
 	}
-	t := &tool{ctx: ctx, client: client, b: b, ks: su.ks, where: su.conn.where(), timeout: su.conn.callTimeout}
+	ks := su.ks
+	if _, cluster := client.(*redis.ClusterClient); !cluster {
+		ks = ks.OneServer() // as the Backend names the keys on one server
+	}
+	t := &tool{ctx: ctx, client: client, b: b, ks: ks, where: su.conn.where(), timeout: su.conn.callTimeout}
 	pctx, cancel := t.callCtx()
 	err = client.Ping(pctx).Err()
 	cancel()
@@ -93,13 +97,14 @@ func (t *tool) inspect(id string, maxWaiters int) (backend.Inspection, error) {
 }
 
 // exists reports whether any key of id's lock state exists: the lock, the
-// queue, the waiters' deadlines and records, or the fence key (which
-// outlives the id's last grant by half an hour to an hour).
+// queue, the waiters' deadlines and records, or the fence key of its hash
+// slot (on one server, of the prefix), which outlives the last grant in the
+// slot by an hour.
 func (t *tool) exists(id string) (bool, error) {
 	k := t.ks.For(id)
 	ctx, cancel := t.callCtx()
 	defer cancel()
-	n, err := t.client.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters).Result()
+	n, err := t.client.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Waiters, k.Fence).Result()
 	return n > 0, err
 }
 

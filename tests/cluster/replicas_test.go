@@ -14,6 +14,7 @@ import (
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/backendkit/fallback"
+	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/testenv/adaptertest"
 	"github.com/redislocker/lock/internal/testenv/faultproxy"
 	"github.com/redislocker/lock/internal/testenv/harness"
@@ -109,7 +110,7 @@ func TestWaitReplicas(t *testing.T) {
 			if err != nil || !g.Acquired {
 				t.Fatalf("Acquire with the replica up: %+v, %v", g, err)
 			}
-			if v := nodeGet(t, replica.Addr, ks.For("a").Lock, false); v != "A" {
+			if v, _, _ := keys.ParseLock(nodeGet(t, replica.Addr, ks.For("a").Lock, false)); v != "A" {
 				t.Fatalf("right after a confirmed grant the replica holds %q, want the token", v)
 			}
 			if err := b.Extend(ctx, "a", "A", time.Minute); err != nil {
@@ -222,7 +223,7 @@ func TestWaitReplicasOnCluster(t *testing.T) {
 				if err != nil || len(reps) != 1 {
 					t.Fatalf("replicas of %s: %v, %v", master[id], reps, err)
 				}
-				if v := nodeGet(t, reps[0], ks.For(id).Lock, true); v != "T" {
+				if v, _, _ := keys.ParseLock(nodeGet(t, reps[0], ks.For(id).Lock, true)); v != "T" {
 					t.Fatalf("%s: right after a confirmed grant its master's replica holds %q", id, v)
 				}
 				if err := b.Release(ctx, id, "T"); err != nil {

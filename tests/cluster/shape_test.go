@@ -54,13 +54,16 @@ func TestKeySlotAgrees(t *testing.T) {
 	ks, _ := keys.New("t:")
 	for i, id := range []string{"order-42", "a{b}c", "%7B", "}{:lock", "\xff\x00", "x"} {
 		k := ks.For(id)
-		for _, key := range []string{k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters, ks.Wire(), fmt.Sprint("plain", i)} {
+		for _, key := range []string{k.Lock, k.Queue, k.Deadlines, k.Waiters, k.Fence, ks.Released(k.Slot, 1), ks.Wire(), fmt.Sprint("plain", i)} {
 			got, err := c.Do(ctx, c.Nodes[0].Addr, "CLUSTER", "KEYSLOT", key)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got.(int64) != int64(keys.Slot(key)) {
 				t.Errorf("CLUSTER KEYSLOT %q = %v, keys.Slot = %d", key, got, keys.Slot(key))
+			}
+			if key != ks.Wire() && key[:5] != "plain" && got.(int64) != int64(k.Slot) {
+				t.Errorf("CLUSTER KEYSLOT %q = %v, want the id's slot %d", key, got, k.Slot)
 			}
 		}
 	}

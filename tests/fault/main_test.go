@@ -24,7 +24,6 @@ import (
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/redis/keys"
-	"github.com/redislocker/lock/internal/redis/scripts"
 	"github.com/redislocker/lock/internal/testenv/redisserver"
 	"github.com/redislocker/lock/redisbackend"
 	"github.com/redislocker/lock/rueidisbackend"
@@ -162,7 +161,7 @@ func newEnv(t *testing.T, a adapter) *env {
 	}
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = raw.Close() })
-	return &env{t: t, a: a, srv: srv, prefix: prefix, ks: ks, raw: raw, logs: &logRecorder{}}
+	return &env{t: t, a: a, srv: srv, prefix: prefix, ks: ks.OneServer(), raw: raw, logs: &logRecorder{}}
 }
 
 // backend returns a new backend (own client) that reaches Redis at addr
@@ -203,13 +202,10 @@ func (e *env) hold(o lock.Options, id string, ttl time.Duration) lock.Result {
 	return r
 }
 
-// testLease is above the longest lease the fault tests take (a minute):
-// an id's fence key expires within scripts.FenceIdle of it.
-const testLease = 10 * time.Minute
-
 // keysLeft returns every key under the test's prefix, sorted, but for the
-// fence keys that expire within their documented bound
-// (scripts.FenceKeyExpires): a fence key with no TTL is state left. The
+// keys of hash slots (fence keys, release records) that expire within
+// their documented bound (keys.Keyspace.SlotKey): one with no TTL is
+// state left. The
 // prefix's wire marker is protocol metadata, not state: left out, if it
 // expires within keys.WireTTL.
 func (e *env) keysLeft() []string {
@@ -224,12 +220,12 @@ func (e *env) keysLeft() []string {
 				continue
 			}
 		}
-		if _, suffix, err := e.ks.Parse(k); err == nil && suffix == keys.SuffixCounters {
+		if maxTTL, ok := e.ks.SlotKey(k); ok {
 			pttl, err := e.raw.PTTL(ctx, k).Result()
 			if err != nil {
 				e.t.Fatal(err)
 			}
-			if pttl == -2 || scripts.FenceKeyExpires(pttl, testLease) {
+			if pttl == -2 || pttl > 0 && pttl <= maxTTL {
 				continue // gone since the SCAN, or expiring
 			}
 			k = fmt.Sprintf("%s (PTTL %v)", k, pttl)
@@ -260,6 +256,9 @@ func (e *env) holder(id string) string {
 	}
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if tok, _, ok := keys.ParseLock(v); ok {
+		return tok
 	}
 	return v
 }

@@ -118,7 +118,7 @@ func TestFenceAfterStateLoss(t *testing.T) {
 					}
 					last[id] = f
 					if _, ok := stale[id]; !ok {
-						stale[id] = e.raw.HGet(context.Background(), e.ks.For(id).Counters, "fence").Val()
+						stale[id] = e.raw.Get(context.Background(), e.ks.For(id).Fence).Val()
 					}
 					if err := res.Lease.Release(context.Background()); err != nil {
 						t.Fatalf("%s: release %s: %v", event, id, err)
@@ -139,11 +139,11 @@ func TestFenceAfterStateLoss(t *testing.T) {
 
 		for _, id := range ids {
 			k := e.ks.For(id)
-			if err := e.raw.HSet(context.Background(), k.Counters, "fence", stale[id]).Err(); err != nil {
+			if err := e.raw.Set(context.Background(), k.Fence, stale[id], time.Hour).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		cycle("after the fence keys went back to an older value", 5)
+		cycle("after the slots' fence keys went back to an older value", 5)
 	})
 }
 

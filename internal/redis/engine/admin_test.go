@@ -45,7 +45,7 @@ func TestForceReleaseCall(t *testing.T) {
 		t.Fatalf("%d calls, want 1", len(c.calls))
 	}
 	ks, _ := keys.New("p:")
-	wantKeys, wantArgs := scripts.ForceReleaseCall(ks.For("job"), 42, 7, scripts.Sharded)
+	wantKeys, wantArgs := scripts.ForceReleaseCall(ks.OneServer().For("job"), 42, 7, scripts.Sharded) // not Cluster: one fence key
 	got := c.calls[0]
 	if got.Script.Name != scripts.ForceRelease.Name ||
 		strings.Join(got.Keys, " ") != strings.Join(wantKeys, " ") || strings.Join(got.Args, " ") != strings.Join(wantArgs, " ") {

@@ -72,8 +72,11 @@ type Engine struct {
 }
 
 // New returns the Engine of cfg for a client that talks to Redis Cluster
-// when cluster is set.
+// when cluster is set; otherwise its Config's Keys are cfg.Keys.OneServer().
 func New(cfg Config, cluster bool) *Engine {
+	if !cluster {
+		cfg.Keys = cfg.Keys.OneServer()
+	}
 	e := &Engine{cfg: cfg, publish: scripts.Classic, cluster: cluster}
 	if cfg.Sharded {
 		e.publish = scripts.Sharded

@@ -66,7 +66,8 @@ type Runner struct {
 // round trip failed on the connection: for a client that never resends a
 // write itself (rueidis), where a connection that broke while idle is often
 // noticed only by the next command on it. Every step is idempotent by
-// token (release through the scripts' "rel" field), so a resend is safe.
+// token (release through the slot's release records, named in the call, so a
+// resend of the same call finds them), so a resend is safe.
 func NewRunner(e *Engine, s Sender, r Replicas, resendBroken bool) *Runner {
 	return &Runner{e: e, s: s, r: r, resendBroken: resendBroken, wireCheck: newWireCheck()}
 }

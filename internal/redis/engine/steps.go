@@ -8,6 +8,7 @@ import (
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/internal/backendkit/fallback"
+	"github.com/redislocker/lock/internal/redis/keys"
 	"github.com/redislocker/lock/internal/redis/scripts"
 )
 
@@ -37,23 +38,21 @@ func (e *Engine) AcquireReply(r Reply) (backend.Grant, error) {
 }
 
 // ReleaseCall is the release script: compare-and-delete, then wake the
-// head.
+// head. It names the release records of the id's slot for this process's
+// current period and the one before (keys.Keyspace.Released): a resend of
+// the call (the same keys) finds the first send's record in one of them.
 func (e *Engine) ReleaseCall(id, token string) Call {
-	k, a := e.consts.Release(e.cfg.Keys.For(id), token)
-	return Call{Script: scripts.Release, Keys: k, Args: a}
+	k := e.cfg.Keys.For(id)
+	p := keys.Period(time.Now())
+	ks, a := e.consts.Release(k, token, keys.ReleaseMark(id, token), e.cfg.Keys.Released(k.Slot, p), e.cfg.Keys.Released(k.Slot, p-1))
+	return Call{Script: scripts.Release, Keys: ks, Args: a}
 }
 
-// ReleaseReply parses release's reply.
+// ReleaseReply parses release's reply. A resend's LOCKNOTHELD is the
+// answer: had the first send released the lock, the resend would have
+// found its release record and answered done.
 func (e *Engine) ReleaseReply(r Reply) error {
-	err := replyErr(r.Err)
-	if r.First != nil && !fallback.Unsent(r.First) && errors.Is(err, backend.ErrNotHeld) {
-		// The first send may have released the lock before its connection
-		// broke, and a later release of another token may have replaced
-		// the marker that answers a resend: the outcome is unknown, not
-		// "not held".
-		return r.First
-	}
-	return err
+	return replyErr(r.Err)
 }
 
 // ExtendCall is the extend script: compare-and-PEXPIRE.

@@ -54,14 +54,14 @@ func TestWireCheckOncePerRefresh(t *testing.T) {
 // marker holds this version.
 func TestWireCheckRefusesAnotherVersion(t *testing.T) {
 	s, f := newFake(t, false, Reply{})
-	f.wire = Reply{Err: errors.New("LOCKWIRE 2")}
+	f.wire = Reply{Err: errors.New("LOCKWIRE 3")}
 	for i := 1; i <= 2; i++ {
 		err := extend(s)
 		var we *WireError
 		if !errors.As(err, &we) || !fallback.Unsent(err) || errors.Is(err, backend.ErrNotHeld) {
 			t.Fatalf("step %d = %v (kind %v), want an unsent *WireError", i, err, backend.KindOf(err))
 		}
-		want := `test: wire protocol version 2 found under prefix "lock:", this process speaks 1: upgrade every process of the prefix together or use another prefix`
+		want := `test: wire protocol version 3 found under prefix "lock:", this process speaks 2: upgrade every process of the prefix together or use another prefix`
 		if err.Error() != want {
 			t.Fatalf("error %q,\nwant  %q", err, want)
 		}

@@ -18,21 +18,31 @@
 //
 //	<prefix>inbox:<process>:[{<slot tag>}]
 //
+// each hash slot has a fence key, the last fence granted to any id of the
+// slot, and release records (see [Keyspace.Fence] and [Keyspace.Released]):
+//
+//	<prefix>fence:{<slot tag>}
+//	<prefix>rel:<period>:{<slot tag>}
+//
 // and the prefix has one marker of the wire protocol its processes speak
 // (see [SuffixWire]):
 //
 //	<prefix>wire
 //
-// Neither ever looks like an id's key: '{' does not follow the prefix. The
+// None of them ever looks like an id's key: '{' does not follow the prefix. The
 // suffixes below say what each key holds; docs/protocol.md in the
 // repository describes the whole protocol (keys, TTLs, wake-up payloads,
 // fences, the wire version) on one page.
 package keys
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // DefaultPrefix is the key prefix used when none is configured.
@@ -40,8 +50,9 @@ const DefaultPrefix = "lock:"
 
 // The suffixes of an id's keys.
 const (
-	// SuffixLock names the lock key: a string holding the owner token,
-	// with the lease's expiry as its TTL.
+	// SuffixLock names the lock key: a string holding the lease's fence
+	// and owner token, "<fence>:<token>", with the lease's expiry as its
+	// TTL.
 	SuffixLock = "lock"
 	// SuffixQueue names the queue: a sorted set of waiter tokens scored by
 	// ticket (the server's clock in µs, raised past the queue's last
@@ -52,13 +63,6 @@ const (
 	// tokens scored by deadline (milliseconds of the server's clock). TTL:
 	// as the queue's.
 	SuffixDeadlines = "dl"
-	// SuffixCounters names the fence key: a hash with the fields "fence"
-	// (the id's last fence) and "rel" (the token of its last release,
-	// which answers a resent release). TTL: set to an hour by a grant about
-	// once per half hour of grants, and by a longer lease's grant or
-	// extend; it outlives the id's last grant by 30 to 60 minutes, and
-	// every lease.
-	SuffixCounters = "n"
 	// SuffixWaiters names the waiter records: a hash of waiter token ->
 	// "<lease TTL in ms>:<inbox>", the lease TTL a queued waiter asked for
 	// and where its wake-ups go: its process's inbox, its kind first ("P"
@@ -161,6 +165,23 @@ func Decode(s string) (string, error) {
 // Keyspace builds the key names of ids under one prefix.
 type Keyspace struct {
 	prefix string
+	// one: the keyspace of one server ([Keyspace.OneServer]), where the
+	// keys of hash slots are one set for the whole prefix, and fence its
+	// fence key.
+	one   bool
+	fence string
+}
+
+// OneServer returns k for a server that is not Redis Cluster: a step's keys
+// need not share a slot there, so the prefix has one fence key and one
+// release record per period, "<prefix>fence:{}" and "<prefix>rel:<period>:{}"
+// (an empty hash tag), shared by all its ids: what stays after a release
+// is the release's mark, and only while its record lives. On Redis
+// Cluster ([New]'s keyspace) they are one per hash slot.
+func (k Keyspace) OneServer() Keyspace {
+	k.one = true
+	k.fence = k.prefix + "fence:{}"
+	return k
 }
 
 // New returns the Keyspace for prefix; "" means [DefaultPrefix]. A prefix
@@ -178,21 +199,23 @@ func New(prefix string) (Keyspace, error) {
 // Prefix returns the keyspace's prefix.
 func (k Keyspace) Prefix() string { return k.prefix }
 
-// ID holds the names of one id's keys. All of them carry the same hash
-// tag.
+// ID holds the names of the keys a step of one id uses. All of them hash
+// to the same slot: the id's keys carry its hash tag, and Fence the tag of
+// that slot.
 type ID struct {
-	Lock      string // string: owner token, TTL = the lease
+	Lock      string // string: "<fence>:<owner token>", TTL = the lease
 	Queue     string // zset: waiter token -> ticket
 	Deadlines string // zset: waiter token -> deadline in ms of the server's clock
-	Counters  string // hash: "fence", "rel"; TTL: see SuffixCounters
 	Waiters   string // hash: waiter token -> "<lease TTL in ms>:<inbox>"
+	Fence     string // string: the slot's last fence (see Keyspace.Fence)
+	Slot      int    // the hash slot of every key above
 }
 
-// For returns the key names of id. The five names share one allocation:
-// every step builds them.
+// For returns the key names of id. The names of the id's own keys share
+// one allocation: every step builds them.
 func (k Keyspace) For(id string) ID {
 	enc := Encode(id)
-	suffixes := [...]string{SuffixLock, SuffixQueue, SuffixDeadlines, SuffixCounters, SuffixWaiters}
+	suffixes := [...]string{SuffixLock, SuffixQueue, SuffixDeadlines, SuffixWaiters}
 	n := 0
 	for _, s := range suffixes {
 		n += len(k.prefix) + len(enc) + 3 + len(s)
@@ -216,8 +239,112 @@ func (k Keyspace) For(id string) ID {
 		}
 		return all[start:end[i]]
 	}
-	return ID{Lock: name(0), Queue: name(1), Deadlines: name(2), Counters: name(3), Waiters: name(4)}
+	slot := Slot(name(0))
+	return ID{Lock: name(0), Queue: name(1), Deadlines: name(2), Waiters: name(3), Fence: k.Fence(slot), Slot: slot}
 }
+
+// LockValue returns the lock key's value of a lease: "<fence>:<token>".
+func LockValue(fence uint64, token string) string {
+	return strconv.FormatUint(fence, 10) + ":" + token
+}
+
+// ParseLock splits a lock key's value into the lease's token and fence; ok
+// is false for a value of another shape.
+func ParseLock(v string) (token string, fence uint64, ok bool) {
+	f, token, found := strings.Cut(v, ":")
+	if !found {
+		return "", 0, false
+	}
+	fence, err := strconv.ParseUint(f, 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return token, fence, true
+}
+
+// Fence returns the fence key of a hash slot: "<prefix>fence:{<SlotTag(slot)>}"
+// ("<prefix>fence:{}" in a OneServer keyspace),
+// a string holding the last fence granted to any id of the slot (fences
+// strictly increase per slot, and so per id). Every grant sets it, with a
+// TTL of an hour ([FenceIdle]).
+func (k Keyspace) Fence(slot int) string {
+	if k.one {
+		return k.fence
+	}
+	return k.prefix + "fence:{" + SlotTag(slot) + "}"
+}
+
+// slotTag is the hash tag of a slot's keys: SlotTag(slot), or "" (one set
+// for the prefix) in a OneServer keyspace.
+func (k Keyspace) slotTag(slot int) string {
+	if k.one {
+		return ""
+	}
+	return SlotTag(slot)
+}
+
+// FenceIdle is how long a slot's fence key lives after the slot's last
+// grant (FENCE_IDLE in the scripts).
+const FenceIdle = time.Hour
+
+// Released returns the release record of a hash slot for one period of
+// the releasing process's clock ([Period]): "<prefix>rel:<period>:{<SlotTag(slot)>}",
+// a set of the marks ([ReleaseMark]) of the releases in the slot during that
+// period, which lives [ReleaseKeep] after its last write. A resent release
+// looks for its mark in the record of its period and of the one before.
+func (k Keyspace) Released(slot int, period int64) string {
+	tag := k.slotTag(slot)
+	var buf [128]byte
+	b := append(buf[:0], k.prefix...)
+	b = append(b, "rel:"...)
+	b = strconv.AppendInt(b, period, 10)
+	b = append(b, ":{"...)
+	b = append(b, tag...)
+	b = append(b, '}')
+	return string(b)
+}
+
+// SlotKey reports whether key is a key of a hash slot built by k ([Keyspace.Fence]
+// or [Keyspace.Released]), and the longest TTL it can have: [FenceIdle] or
+// [ReleaseKeep].
+func (k Keyspace) SlotKey(key string) (maxTTL time.Duration, ok bool) {
+	rest, ok := strings.CutPrefix(key, k.prefix)
+	switch {
+	case !ok:
+		return 0, false
+	case strings.HasPrefix(rest, "fence:{"):
+		return FenceIdle, true
+	case strings.HasPrefix(rest, "rel:"):
+		return ReleaseKeep, true
+	}
+	return 0, false
+}
+
+// ReleasePeriod is the length of the periods of [Period]: a release resent
+// within ReleasePeriod of the first (by the same process) finds its record.
+const ReleasePeriod = 30 * time.Second
+
+// ReleaseKeep is how long a release record lives after its last write
+// (RELEASE_KEEP in the scripts): two periods, so that a record written in
+// one period is still there during the next.
+const ReleaseKeep = 2 * ReleasePeriod
+
+// ReleaseMark returns what a release of token on id records: the first 12
+// bytes of the SHA-256 of the id's and the token's lengths and bytes (the
+// slot's records hold the releases of all its ids; 96 bits keep two
+// releases apart with certainty for any practical count, in 12 bytes).
+func ReleaseMark(id, token string) string {
+	var buf [512]byte
+	b := binary.BigEndian.AppendUint64(buf[:0], uint64(len(id)))
+	b = binary.BigEndian.AppendUint64(b, uint64(len(token)))
+	b = append(b, id...)
+	b = append(b, token...)
+	sum := sha256.Sum256(b)
+	return string(sum[:12])
+}
+
+// Period returns the period of t: whole ReleasePeriods since 1970.
+func Period(t time.Time) int64 { return t.UnixMilli() / ReleasePeriod.Milliseconds() }
 
 // Base returns the part that every key of id starts with:
 // "<prefix>{<enc(id)>}:".

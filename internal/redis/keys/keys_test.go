@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // hashTag returns the part of key that Redis Cluster hashes: the bytes
@@ -66,15 +67,38 @@ func TestPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := k.For("a{b}")
+	slot := Slot("{a%7Bb%7D}")
 	want := ID{
 		Lock:      "app:locks:{a%7Bb%7D}:lock",
 		Queue:     "app:locks:{a%7Bb%7D}:q",
 		Deadlines: "app:locks:{a%7Bb%7D}:dl",
-		Counters:  "app:locks:{a%7Bb%7D}:n",
 		Waiters:   "app:locks:{a%7Bb%7D}:w",
+		Fence:     "app:locks:fence:{" + SlotTag(slot) + "}",
+		Slot:      slot,
 	}
 	if got != want {
 		t.Errorf("For = %+v, want %+v", got, want)
+	}
+	// The keys of the id's slot: in that slot, never parsed as an id's key,
+	// and told apart by SlotKey.
+	for _, key := range []string{got.Fence, k.Released(slot, 12345)} {
+		if s := Slot(key); s != slot {
+			t.Errorf("Slot(%q) = %d, want the id's slot %d", key, s, slot)
+		}
+		if _, _, err := k.Parse(key); !errors.Is(err, ErrNotInKeyspace) {
+			t.Errorf("Parse(%q) error = %v, want ErrNotInKeyspace", key, err)
+		}
+		if _, ok := k.SlotKey(key); !ok {
+			t.Errorf("SlotKey(%q) = false", key)
+		}
+	}
+	if r := k.Released(slot, 12345); r != "app:locks:rel:12345:{"+SlotTag(slot)+"}" {
+		t.Errorf("Released = %q", r)
+	}
+	for _, key := range []string{got.Lock, got.Queue, k.Wire(), "other:fence:{x}"} {
+		if _, ok := k.SlotKey(key); ok {
+			t.Errorf("SlotKey(%q) = true, want false", key)
+		}
 	}
 	if p := k.Pattern("a*[?]\\"); p != `app:locks:{a\*\[\?\]\\}:*` {
 		t.Errorf("Pattern = %q", p)
@@ -120,7 +144,7 @@ func FuzzEncode(f *testing.F) {
 			t.Fatalf("New(%q): %v", prefix, err)
 		}
 		ks := k.For(id)
-		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Waiters} {
+		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Waiters} {
 			if tag := hashTag(key); tag != enc {
 				t.Fatalf("hash tag of %q = %q, want %q", key, tag, enc)
 			}
@@ -178,7 +202,7 @@ func TestSlot(t *testing.T) {
 	for _, id := range []string{"order-42", "", "a{b}c", "%7B", "}{:lock"} {
 		ks := k.For(id)
 		want := SlotOf(id)
-		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Counters, ks.Waiters} {
+		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Waiters, ks.Fence, k.Released(ks.Slot, 7)} {
 			if got := Slot(key); got != want {
 				t.Errorf("Slot(%q) = %d, want SlotOf(%q) = %d", key, got, id, want)
 			}
@@ -207,5 +231,57 @@ func TestInboxSlots(t *testing.T) {
 	}
 	if _, _, err := k.Parse(k.Inbox("p1", 7)); !errors.Is(err, ErrNotInKeyspace) {
 		t.Fatalf("Parse(an inbox) = %v, want ErrNotInKeyspace: no id's key looks like an inbox", err)
+	}
+}
+
+// TestReleaseMark: the mark of a release tells ids and tokens apart,
+// also where their concatenations agree, and is 12 bytes.
+func TestReleaseMark(t *testing.T) {
+	a, b, c := ReleaseMark("ab", "c"), ReleaseMark("a", "bc"), ReleaseMark("ab", "c")
+	if a == b || a != c || len(a) != 12 {
+		t.Errorf("marks %x %x %x: want the first two different, the first and last equal, 12 bytes each", a, b, c)
+	}
+}
+
+// TestPeriod: periods are ReleasePeriod long, and a release record lives
+// two of them.
+func TestPeriod(t *testing.T) {
+	t0 := time.UnixMilli(1_000 * ReleasePeriod.Milliseconds())
+	if Period(t0) != 1000 || Period(t0.Add(ReleasePeriod-time.Millisecond)) != 1000 || Period(t0.Add(ReleasePeriod)) != 1001 {
+		t.Errorf("Period: %d %d %d, want 1000 1000 1001", Period(t0), Period(t0.Add(ReleasePeriod-time.Millisecond)), Period(t0.Add(ReleasePeriod)))
+	}
+	if ReleaseKeep < 2*ReleasePeriod {
+		t.Errorf("ReleaseKeep %v < two periods", ReleaseKeep)
+	}
+}
+
+// TestLockValue: a lock key's value splits back into its token (colons
+// and all) and fence; a value of another shape does not.
+func TestLockValue(t *testing.T) {
+	for _, tok := range []string{"T", "a:b:c", ":", "x\x00y"} {
+		v := LockValue(1796318480881479, tok)
+		if got, f, ok := ParseLock(v); !ok || got != tok || f != 1796318480881479 {
+			t.Errorf("ParseLock(%q) = %q, %d, %v", v, got, f, ok)
+		}
+	}
+	for _, v := range []string{"T", "", "x:T", ":T", "-1:T"} {
+		if _, _, ok := ParseLock(v); ok {
+			t.Errorf("ParseLock(%q) ok, want not", v)
+		}
+	}
+}
+
+// The names a release builds cost one allocation each.
+func TestReleaseNamesAllocs(t *testing.T) {
+	k, _ := New("app:")
+	one := k.OneServer()
+	if n := testing.AllocsPerRun(100, func() { _ = ReleaseMark("order-42", "0123456789abcdef0123456789abcdef") }); n > 1 {
+		t.Errorf("ReleaseMark: %v allocations, want 1", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = one.Released(5, 59000000) }); n > 1 {
+		t.Errorf("Released: %v allocations, want 1", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = one.Fence(5) }); n > 0 {
+		t.Errorf("Fence of a OneServer keyspace: %v allocations, want 0", n)
 	}
 }

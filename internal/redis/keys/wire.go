@@ -7,10 +7,12 @@ import "time"
 // replies of the scripts. Processes of different wire versions must not
 // share a prefix; the Redis adapters refuse to run a step under a prefix
 // whose marker ([SuffixWire]) holds another version. Version 1 is the
-// first versioned protocol. Until the module's v1.0.0 it may change
+// first versioned protocol; version 2 moved the fence into the lock key's
+// value and the slot's fence key, and the release marks into the slot's
+// release records. Until the module's v1.0.0 it may change
 // between minor versions; every change that an older process would
 // misread raises it.
-const WireVersion = 1
+const WireVersion = 2
 
 // SuffixWire names the prefix's wire marker, right after the prefix:
 // "<prefix>wire", a string holding the wire protocol version of the

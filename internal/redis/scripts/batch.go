@@ -65,7 +65,7 @@ func (c Consts) AcquireMany(ks keys.Keyspace, g *AcquireGroup, inbox string) (ke
 	args = append(args, c.maxWaiters, c.purgeLimit, c.pub, inbox)
 	for _, r := range g.Reqs {
 		k := ks.For(r.ID)
-		keys = append(keys, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters)
+		keys = append(keys, k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters)
 		wait, wttl := "0", "0"
 		if r.Wait {
 			wait, wttl = "1", Millis(r.WaiterTTL)

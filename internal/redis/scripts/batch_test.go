@@ -195,21 +195,31 @@ func TestGroupAcquires(t *testing.T) {
 	}
 }
 
-// TestAcquireManyBatchChecks covers the call-wide EXISTS of acquire_many:
-// in a call with fresh ids, an id whose fence key is ahead of the clock
-// still gets that fence + 1, and a free id with a live waiter is not
-// granted to another token; the fresh ids' fence keys expire.
+// TestAcquireManyBatchChecks covers the call-wide reads of acquire_many
+// (one EXISTS of the queue keys, each fence key read once): in a call with
+// fresh ids, an id whose slot's fence key is ahead of the clock still gets
+// that fence + 1, and the key holds it after the call (written once, at
+// its end); a free id with a live waiter is not granted to another token;
+// the fresh ids' fence keys expire.
 func TestAcquireManyBatchChecks(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
 	cs := NewConsts(10, 100, Classic)
 	ks := testKeys(t, c, "")
 
+	// The test's ids are of distinct slots, so that "ahead" is the only
+	// grant of its slot in its call.
+	slots := map[int]string{}
+	for _, id := range []string{"ahead", "waited", "fresh-1", "fresh-2", "fresh-3", "fresh-4"} {
+		if other, ok := slots[ks.For(id).Slot]; ok {
+			t.Fatalf("ids %s and %s share a slot", other, id)
+		}
+		slots[ks.For(id).Slot] = id
+	}
 	ahead := uint64(time.Now().Add(10 * time.Minute).UnixMicro())
-	c.HSet(ctx, ks.For("ahead").Counters, "fence", fmt.Sprint(ahead))
-	c.PExpire(ctx, ks.For("ahead").Counters, time.Hour)
+	c.Set(ctx, ks.For("ahead").Fence, fmt.Sprint(ahead), time.Hour)
 	// "waited": free, with a live waiter W at the head.
-	waited := &opsScripts{t: t, c: c, id: "waited", k: ks.For("waited"), inbox: ks.Inbox("t", -1)}
+	waited := &opsScripts{t: t, c: c, id: "waited", ks: ks, k: ks.For("waited"), inbox: ks.Inbox("t", -1)}
 	w := waited.k
 	waited.grantFence(Acquire, "X")
 	ak, aa := waited.acquireCall(cs, backend.AcquireRequest{ID: "waited", Token: "W", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute})
@@ -236,6 +246,9 @@ func TestAcquireManyBatchChecks(t *testing.T) {
 				if !g.Acquired || g.Fence != ahead+1 {
 					t.Errorf("%s: %s got %+v, want fence %d", tc.name, r.ID, g, ahead+1)
 				}
+				if f, _ := c.Get(ctx, ks.For(r.ID).Fence).Uint64(); f != ahead+1 {
+					t.Errorf("%s: %s: fence key %d after the call, want %d", tc.name, r.ID, f, ahead+1)
+				}
 			case "waited":
 				if g.Acquired {
 					t.Errorf("%s: %s granted to Y past its waiter W: %+v", tc.name, r.ID, g)
@@ -244,8 +257,11 @@ func TestAcquireManyBatchChecks(t *testing.T) {
 				if !g.Acquired || g.Fence == 0 {
 					t.Errorf("%s: fresh id %s got %+v", tc.name, r.ID, g)
 				}
-				if ttl := c.PTTL(ctx, ks.For(r.ID).Counters).Val(); !FenceKeyExpires(ttl, time.Minute) {
-					t.Errorf("%s: fresh id %s: fence key PTTL %v", tc.name, r.ID, ttl)
+				if ttl := c.PTTL(ctx, ks.For(r.ID).Fence).Val(); ttl <= 0 || ttl > keys.FenceIdle {
+					t.Errorf("%s: fresh id %s: fence key PTTL %v, want within (0, %v]", tc.name, r.ID, ttl, keys.FenceIdle)
+				}
+				if f, _ := c.Get(ctx, ks.For(r.ID).Fence).Uint64(); f != g.Fence {
+					t.Errorf("%s: fresh id %s: fence key %d, want its grant's fence %d", tc.name, r.ID, f, g.Fence)
 				}
 			}
 		}

@@ -11,5 +11,5 @@ var Extend = load("extend")
 
 // Extend returns the KEYS and ARGV of extend.
 func (c Consts) Extend(k keys.ID, token string, ttl time.Duration) (keys, args []string) {
-	return []string{k.Lock, k.Counters}, []string{token, Millis(ttl)}
+	return []string{k.Lock}, []string{token, Millis(ttl)}
 }

@@ -28,15 +28,16 @@ func (o *opsScripts) grantFenceTTL(s Script, tok string, ttl time.Duration) uint
 
 func (o *opsScripts) releaseOK(s Script, tok string) {
 	o.t.Helper()
-	rk, ra := NewConsts(10, 10, Classic).Release(o.k, tok)
+	rk, ra := o.releaseCall(NewConsts(10, 10, Classic), tok)
 	run(o.t, o.c, s, rk, ra)
 }
 
 // TestFencesNeverGoBack (S3): an id's fences strictly increase in grant
-// order, also when the id's state is forgotten (its keys deleted, as after
-// a restart without persistence or a failover to a replica that missed
-// them), when its fence key expired while idle, and when the server's
-// clock is behind the last fence (a clock that stepped back).
+// order, also when the id's state is forgotten (its keys and its slot's
+// fence key deleted, as after a restart without persistence or a failover
+// to a replica that missed them), when the slot's fence key expired while
+// idle, and when the server's clock is behind the slot's last fence (a
+// clock that stepped back).
 func TestFencesNeverGoBack(t *testing.T) {
 	o := newOps(t, "f")
 	c, k, ctx := o.c, o.k, context.Background()
@@ -47,7 +48,7 @@ func TestFencesNeverGoBack(t *testing.T) {
 	next := func(what string) {
 		t.Helper()
 		tok := fmt.Sprint("T", last)
-		f := o.grantFenceTTL(acquire, tok, idle) // the fence key lives max(idle, lease)
+		f := o.grantFenceTTL(acquire, tok, idle)
 		if f <= last {
 			t.Fatalf("%s: fence %d, want more than the last fence %d", what, f, last)
 		}
@@ -57,10 +58,10 @@ func TestFencesNeverGoBack(t *testing.T) {
 	for range 100 {
 		next("back-to-back grants")
 	}
-	c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters)
+	c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters)
 	next("after the id's keys were deleted")
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Exists(ctx, k.Counters).Val() == 1 {
+	for c.Exists(ctx, k.Fence).Val() == 1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the fence key outlived its %v idle bound by 10s", idle)
 		}
@@ -70,28 +71,31 @@ func TestFencesNeverGoBack(t *testing.T) {
 
 	// A fence key ahead of the clock (the clock stepped back 10 minutes).
 	ahead := last + uint64((10 * time.Minute).Microseconds())
-	c.HSet(ctx, k.Counters, "fence", fmt.Sprint(ahead))
+	c.Set(ctx, k.Fence, fmt.Sprint(ahead), time.Hour)
 	last = ahead
 	next("with the clock behind the last fence")
 	if last != ahead+1 {
 		t.Fatalf("fence %d with the clock behind the last fence %d, want %d", last, ahead, ahead+1)
 	}
-	// A release's mark survives the next grant (a resent release of the
-	// previous holder is still answered as done).
+	// A release's mark survives the next grant and release (a resent
+	// release of an earlier holder is still answered as done), and a
+	// resent release does not take a fence or touch the holder.
 	f := o.grantFence(acquire, "P")
 	o.releaseOK(release, "P")
-	o.grantFence(acquire, "Q")
+	q := o.grantFence(acquire, "Q")
 	o.releaseOK(release, "P") // resent: answered as done
-	if v := c.Get(ctx, k.Lock).Val(); v != "Q" {
-		t.Fatalf("lock = %q after a resent release, want Q untouched", v)
+	if tok, fq := o.holder(); tok != "Q" || fq != q {
+		t.Fatalf("lock = %s (fence %d) after a resent release, want Q's (fence %d) untouched", tok, fq, q)
 	}
 	o.releaseOK(release, "Q")
 	o.releaseOK(release, "Q") // resent
-	rk, ra := NewConsts(10, 10, Classic).Release(k, "P")
+	o.releaseOK(release, "P") // resent after Q's release: still done
+	// N never held the lock.
+	rk, ra := o.releaseCall(NewConsts(10, 10, Classic), "N")
 	if err := c.Eval(ctx, release.Source, rk, anys(ra)...).Err(); err == nil || MapError(err.Error()) != backend.ErrNotHeld {
-		t.Fatalf("release by P after Q's release = %v, want LOCKNOTHELD", err)
+		t.Fatalf("release by N, which never held the lock = %v, want LOCKNOTHELD", err)
 	}
-	if g := o.grantFence(acquire, "R"); g <= f {
-		t.Fatalf("fence %d after %d", g, f)
+	if g := o.grantFence(acquire, "R"); g <= q || q <= f {
+		t.Fatalf("fences %d, %d, %d: want increasing", f, q, g)
 	}
 }

@@ -49,7 +49,7 @@ func TestWakeGoesToTheInbox(t *testing.T) {
 	// H releases and hands off to W: W's inbox channel carries "2:id" and
 	// the grant "g<fence>,60000,<µs>:W"; X, the head now, is told through
 	// its inbox key: "2:id<ms>:X".
-	k, a := cs.Release(o.k, "H")
+	k, a := o.releaseCall(cs, "H")
 	step(Release, k, a)
 	if m := next("H's release"); m.Channel != inboxW || !strings.HasPrefix(m.Payload, "2:idg") || !strings.Contains(m.Payload, ",60000,") || !strings.HasSuffix(m.Payload, ":W") {
 		t.Fatalf("H's release sent %q on %q, want \"2:idg<fence>,60000,<µs>:W\" on W's inbox channel", m.Payload, m.Channel)
@@ -69,9 +69,9 @@ func TestWakeGoesToTheInbox(t *testing.T) {
 	// whose wake-up is dropped; Y, the head now, is told on its channel.
 	o.c.Del(ctx, inboxKey)
 	o.c.Set(ctx, inboxKey, "not a list", time.Minute)
-	k, a = cs.Release(o.k, "W")
+	k, a = o.releaseCall(cs, "W")
 	step(Release, k, a)
-	if holder := o.c.Get(ctx, o.k.Lock).Val(); holder != "X" {
+	if holder, _ := o.holder(); holder != "X" {
 		t.Fatalf("lock = %q after W's release, want X: a refused wake-up does not undo the grant", holder)
 	}
 	if v := o.c.Get(ctx, inboxKey).Val(); v != "not a list" {
@@ -82,7 +82,7 @@ func TestWakeGoesToTheInbox(t *testing.T) {
 	}
 
 	// X releases: Y is granted on its inbox channel.
-	k, a = cs.Release(o.k, "X")
+	k, a = o.releaseCall(cs, "X")
 	step(Release, k, a)
 	if m := next("X's release"); m.Channel != inboxY || !strings.HasPrefix(m.Payload, "2:idg") || !strings.HasSuffix(m.Payload, ":Y") {
 		t.Fatalf("X's release sent %q on %q, want \"2:idg...:Y\" on Y's inbox channel", m.Payload, m.Channel)

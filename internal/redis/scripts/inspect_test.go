@@ -3,6 +3,7 @@ package scripts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -37,11 +38,13 @@ func (o *opsScripts) inspect(maxWaiters int) backend.Inspection {
 	return in
 }
 
-// state is every key of the id, with values, for read-only checks.
+// state is every key of the id and its slot's fence key, with values, for
+// read-only checks.
 func (o *opsScripts) state() string {
 	ctx := context.Background()
 	var b strings.Builder
 	b.WriteString(o.c.Get(ctx, o.k.Lock).Val())
+	b.WriteString("|fence=" + o.c.Get(ctx, o.k.Fence).Val())
 	for _, z := range [][]redis.Z{
 		o.c.ZRangeWithScores(ctx, o.k.Queue, 0, -1).Val(),
 		o.c.ZRangeWithScores(ctx, o.k.Deadlines, 0, -1).Val(),
@@ -50,11 +53,9 @@ func (o *opsScripts) state() string {
 			b.WriteString("|" + m.Member.(string))
 		}
 	}
-	for _, k := range []string{o.k.Counters, o.k.Waiters} {
-		h := o.c.HGetAll(ctx, k).Val()
-		for _, f := range slices.Sorted(maps.Keys(h)) {
-			b.WriteString("|" + f + "=" + h[f])
-		}
+	h := o.c.HGetAll(ctx, o.k.Waiters).Val()
+	for _, f := range slices.Sorted(maps.Keys(h)) {
+		b.WriteString("|" + f + "=" + h[f])
 	}
 	return b.String()
 }
@@ -73,7 +74,7 @@ func TestInspectScript(t *testing.T) {
 	if err := o.c.ZAdd(ctx, o.k.Deadlines, redis.Z{Score: 1, Member: "DEAD"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	fence, _ := o.c.HGet(ctx, o.k.Counters, "fence").Uint64()
+	_, fence := o.holder()
 	before := o.state()
 	in := o.inspect(2)
 	if after := o.state(); after != before {
@@ -99,14 +100,14 @@ func TestInspectScript(t *testing.T) {
 			t.Fatalf("waiter deadline %v, want in (0, 1m]", w.Deadline)
 		}
 	}
-	if s := o.eval(Inspect, []string{o.k.Lock, o.k.Queue, o.k.Deadlines, o.k.Counters}, []string{"10", "10"}).String(); strings.Contains(s, "W1") || strings.Contains(s, " H ") {
+	if s := o.eval(Inspect, []string{o.k.Lock, o.k.Queue, o.k.Deadlines}, []string{"10", "10"}).String(); strings.Contains(s, "W1") || strings.Contains(s, " H ") {
 		t.Fatalf("the reply carries a token: %s", s)
 	}
 	if n := len(o.inspect(500).Waiters); n != 3 {
 		t.Fatalf("inspect(500) listed %d waiters, want 3 (the cap is %d)", n, backend.MaxInspectWaiters)
 	}
 	for _, bad := range [][]string{{"101", "10"}, {"-1", "10"}, {"x", "10"}, {"1", "0"}, {"1"}} {
-		err := o.eval(Inspect, []string{o.k.Lock, o.k.Queue, o.k.Deadlines, o.k.Counters}, bad).Err()
+		err := o.eval(Inspect, []string{o.k.Lock, o.k.Queue, o.k.Deadlines}, bad).Err()
 		if err == nil || ErrorCode(err.Error()) != CodeBadArg {
 			t.Errorf("inspect %v: %v, want LOCKBADARG", bad, err)
 		}
@@ -138,13 +139,13 @@ func TestForceReleaseScript(t *testing.T) {
 	}
 	o.acquire("H", false)
 	o.acquire("W", true)
-	fence, _ := o.c.HGet(ctx, o.k.Counters, "fence").Uint64()
+	_, fence := o.holder()
 	err := force(fence + 1)
 	if !errors.Is(MapError(errMsg(err)), backend.ErrNotHeld) || !strings.Contains(errMsg(err), "fence") {
 		t.Fatalf("wrong fence: %v, want LOCKNOTHELD naming the fence", err)
 	}
-	if o.c.Get(ctx, o.k.Lock).Val() != "H" {
-		t.Fatal("a refused forced release changed the lock")
+	if tok, f := o.holder(); tok != "H" || f != fence {
+		t.Fatalf("a refused forced release changed the lock: %s, fence %d", tok, f)
 	}
 	_, next := o.wakes()
 	if err := force(fence); err != nil {
@@ -154,18 +155,18 @@ func TestForceReleaseScript(t *testing.T) {
 	if w := next("the forced release"); w.Token != "W" || w.Grant == nil || w.Grant.Fence <= fence {
 		t.Fatalf("wake-up: %+v; want W's grant, with a fence above %d", w, fence)
 	}
-	if holder := o.c.Get(ctx, o.k.Lock).Val(); holder != "W" {
+	if holder, _ := o.holder(); holder != "W" {
 		t.Fatalf("lock = %q after the forced release, want W's (a hand-off)", holder)
 	}
-	// The former holder's release is refused: it no longer holds the lock.
-	k, a := NewConsts(100, 100, Classic).Release(o.k, "H")
+	// The former holder's release is refused: it no longer holds the lock,
+	// and a forced release records no release of it.
+	k, a := o.releaseCall(NewConsts(100, 100, Classic), "H")
 	if err := o.eval(Release, k, a).Err(); !errors.Is(MapError(errMsg(err)), backend.ErrNotHeld) {
 		t.Fatalf("the former holder's release: %v, want LOCKNOTHELD", err)
 	}
 	// A fence beyond a Lua number's precision is compared exactly.
 	big := uint64(1764000000000000123)
-	o.c.Set(ctx, o.k.Lock, "X", time.Minute)
-	o.c.HSet(ctx, o.k.Counters, "fence", big)
+	o.c.Set(ctx, o.k.Lock, fmt.Sprint(big, ":X"), time.Minute)
 	if err := force(big - 1); err == nil {
 		t.Fatal("a fence one below was accepted")
 	}

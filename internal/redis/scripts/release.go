@@ -6,7 +6,10 @@ import "github.com/redislocker/lock/internal/redis/keys"
 // (see lua/release.lua).
 var Release = load("release")
 
-// Release returns the KEYS and ARGV of release.
-func (c Consts) Release(k keys.ID, token string) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters}, []string{token, c.purgeLimit, c.pub}
+// Release returns the KEYS and ARGV of release; now and before are the
+// release records (keys.Keyspace.Released) of the id's slot for the
+// caller's current period and the one before it, and mark is the
+// release's keys.ReleaseMark.
+func (c Consts) Release(k keys.ID, token, mark, now, before string) (keys, args []string) {
+	return []string{k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters, now, before}, []string{token, c.purgeLimit, c.pub, mark}
 }

@@ -21,19 +21,20 @@
 //     whole try (the uncontended case); otherwise purge expired waiters,
 //     then grant if the lock is free and nobody is queued ahead of the
 //     requester. A grant's fence is the server's TIME in µs, raised past
-//     the id's last fence (kept in the fence key, see package keys); a
-//     retried grant is a no-op that reports the lease. Otherwise, with
+//     the last fence of the id's hash slot (kept in the slot's fence key,
+//     see package keys), and kept in the lock key's value,
+//     "<fence>:<token>"; a retried grant is a no-op that reports the lease. Otherwise, with
 //     wait, enqueue with a new ticket (or keep the ticket) and set the
 //     waiter's deadline by the server's TIME.
 //   - acquire_many: acquire's step for many ids in one call (one hash
 //     slot on Redis Cluster), at most [MaxAcquireBatch] of them, with one
-//     TIME for the whole call, and one EXISTS of all the queue keys and one
-//     of all the fence keys: when none exists, a free id is one SET NX PX
-//     and a new fence key.
-//   - release: compare-and-delete, mark the release in the fence key (so a
-//     resent release is answered as done), purge, hand off to the head.
-//   - extend: compare-and-PEXPIRE, keep the fence key alive as long as the
-//     lease; never re-creates an expired lock.
+//     TIME for the whole call, one EXISTS of all the queue keys, and each
+//     fence key read once and written once: when no queue exists, a free
+//     id is one SET NX PX.
+//   - release: compare-and-delete, add the release's mark to the slot's
+//     release record of the period (so a resent release is answered as
+//     done), purge, hand off to the head.
+//   - extend: compare-and-PEXPIRE; never re-creates an expired lock.
 //   - leave: remove the token's entry, release the lock if the token holds
 //     it, purge, and hand off to the head when the lock is free.
 //   - heartbeat: purge, refresh the deadlines of the listed waiters of one
@@ -164,20 +165,6 @@ const (
 	MaxTokenLength    = 128    // longest token a script accepts (backend.MaxTokenLength)
 	QueueTTLFactor    = 3      // queue keys live at least this many waiter TTLs after an enqueue or heartbeat
 )
-
-// FenceIdle is how long an id's fence key lives after a grant that
-// refreshes it (FENCE_IDLE in lua/lib.lua; see package keys): the key
-// outlives the id's last grant by FenceIdle/2 to FenceIdle, and every
-// lease.
-const FenceIdle = time.Hour
-
-// FenceKeyExpires reports whether an idle id's fence key, whose PTTL is
-// pttl, expires within the documented bound: FenceIdle plus longest, the
-// longest lease the id had. A key with no TTL (pttl <= 0) does not: it is
-// state left for good.
-func FenceKeyExpires(pttl, longest time.Duration) bool {
-	return pttl > 0 && pttl <= FenceIdle+longest
-}
 
 // Publish is a Backend's pub/sub command, which every step passes to the
 // scripts: they check it against the server. A wake-up goes by the kind of

@@ -91,7 +91,7 @@ func TestScriptsValidateArgv(t *testing.T) {
 		out[i] = v
 		return out
 	}
-	relKeys, relArgs := cs.Release(k, "T")
+	relKeys, relArgs := releaseCall(cs, ks, "id", "T")
 	extKeys, extArgs := cs.Extend(k, "T", time.Second)
 	lvKeys, lvArgs := cs.Leave(k, "T")
 	hbKeys, hbArgs := cs.Heartbeat(k, []string{"T"}, time.Second)
@@ -125,6 +125,9 @@ func TestScriptsValidateArgv(t *testing.T) {
 		{"release purge limit 0", Release, relKeys, with(relArgs, 1, "0")},
 		{"release no publish", Release, relKeys, relArgs[:2]},
 		{"release publish other command", Release, relKeys, with(relArgs, 2, "SET")},
+		{"release no mark", Release, relKeys, relArgs[:3]},
+		{"release empty mark", Release, relKeys, with(relArgs, 3, "")},
+		{"release long mark", Release, relKeys, with(relArgs, 3, strings.Repeat("m", 33))},
 		{"extend ttl 0", Extend, extKeys, with(extArgs, 1, "0")},
 		{"extend long token", Extend, extKeys, with(extArgs, 0, long)},
 		{"leave empty token", Leave, lvKeys, with(lvArgs, 0, "")},
@@ -150,7 +153,7 @@ func TestScriptsValidateArgv(t *testing.T) {
 			t.Errorf("%s: got %v, want a LOCKBADARG error reply", tc.name, err)
 		}
 	}
-	if n := c.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters, ks.Wire()).Val(); n != 0 {
+	if n := c.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters, relKeys[5], relKeys[6], ks.Wire()).Val(); n != 0 {
 		t.Fatalf("bad input wrote %d keys", n)
 	}
 	// The good arguments pass validation.
@@ -160,7 +163,6 @@ func TestScriptsValidateArgv(t *testing.T) {
 	if err := c.Eval(ctx, Release.Source, relKeys, anys(relArgs)...).Err(); err != nil {
 		t.Fatalf("good release: %v", err)
 	}
-	c.Del(ctx, k.Counters)
 }
 
 func TestParseAcquire(t *testing.T) {
@@ -222,7 +224,7 @@ func TestShardedWakeUp(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		kk, a := cs.Release(k, "H")
+		kk, a := releaseCall(cs, ks, "id", "H")
 		if err := c.Eval(ctx, Release.Source, kk, anys(a)...).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +245,7 @@ func TestShardedWakeUp(t *testing.T) {
 		} else if _, ok := m.(*redis.Pong); !ok {
 			t.Fatalf("inbox kind %c: the other kind of subscriber got %v", kind, m)
 		}
-		kk, a = cs.Release(k, "W")
+		kk, a = releaseCall(cs, ks, "id", "W")
 		if err := c.Eval(ctx, Release.Source, kk, anys(a)...).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -278,14 +280,15 @@ func TestShardedNeedsRedis7(t *testing.T) {
 	add("an acquire with SPUBLISH", Acquire, kk, a)
 	kk, a = NewConsts(10, 10, Classic).Acquire(k, req, sharded)
 	add("an acquire with a sharded inbox", Acquire, kk, a)
-	kk, a = NewConsts(10, 10, Sharded).Release(k, "T")
+	kk, a = releaseCall(NewConsts(10, 10, Sharded), ks, "id", "T")
+	rel := kk[5:7]
 	add("a release with SPUBLISH", Release, kk, a)
 	for _, cl := range calls {
 		err := c.Eval(ctx, cl.script.Source, cl.keys, anys(cl.args)...).Err()
 		if err == nil || ErrorCode(err.Error()) != CodeBadArg || !strings.Contains(err.Error(), "Redis 7.0") {
 			t.Fatalf("%s on miniredis: %v; want LOCKBADARG naming Redis 7.0", cl.what, err)
 		}
-		if n := c.Exists(ctx, k.Lock, k.Counters).Val(); n != 0 {
+		if n := c.Exists(ctx, append([]string{k.Lock, k.Fence}, rel...)...).Val(); n != 0 {
 			t.Fatalf("%s, refused, wrote %d keys", cl.what, n)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -70,6 +71,7 @@ type opsScripts struct {
 	t     *testing.T
 	c     *redis.Client
 	id    string
+	ks    keys.Keyspace
 	k     keys.ID
 	inbox string // the requesters' inbox channel (testInbox)
 }
@@ -79,7 +81,52 @@ type opsScripts struct {
 func newOps(t *testing.T, id string) *opsScripts {
 	c := client(t)
 	ks := testKeys(t, c, "")
-	return &opsScripts{t: t, c: c, id: id, k: ks.For(id), inbox: ks.Inbox("t", -1)}
+	return &opsScripts{t: t, c: c, id: id, ks: ks, k: ks.For(id), inbox: ks.Inbox("t", -1)}
+}
+
+// releaseCall returns the KEYS and ARGV of release of token on id, as the
+// engine builds them: the release records of the id's slot for the
+// current period of the local clock and the one before, and the release's
+// mark.
+func releaseCall(cs Consts, ks keys.Keyspace, id, token string) (k, a []string) {
+	p := keys.Period(time.Now())
+	kid := ks.For(id)
+	return cs.Release(kid, token, keys.ReleaseMark(id, token), ks.Released(kid.Slot, p), ks.Released(kid.Slot, p-1))
+}
+
+// releaseCall returns the KEYS and ARGV of release of token on the
+// test's id (see releaseCall).
+func (o *opsScripts) releaseCall(cs Consts, token string) (k, a []string) {
+	return releaseCall(cs, o.ks, o.id, token)
+}
+
+// lockOwner splits v, a lock key's value, "<fence>:<token>"; ok is false
+// for a value of another shape ("" is no key).
+func lockOwner(v string) (token string, fence uint64, ok bool) {
+	f, tok, found := strings.Cut(v, ":")
+	n, err := strconv.ParseUint(f, 10, 64)
+	if !found || err != nil {
+		return "", 0, false
+	}
+	return tok, n, true
+}
+
+// holder returns the owner token and fence of the test's id's lock, or
+// "" and 0 when it is free. It fails the test on a value of another shape.
+func (o *opsScripts) holder() (token string, fence uint64) {
+	o.t.Helper()
+	v, err := o.c.Get(context.Background(), o.k.Lock).Result()
+	if err == redis.Nil {
+		return "", 0
+	}
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	token, fence, ok := lockOwner(v)
+	if !ok {
+		o.t.Fatalf("lock value %q, want \"<fence>:<token>\"", v)
+	}
+	return token, fence
 }
 
 // acquireCall returns the KEYS and ARGV of acquire for req, with the

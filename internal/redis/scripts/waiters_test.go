@@ -95,7 +95,7 @@ func TestWaiterRecordFollowsTheQueue(t *testing.T) {
 	}
 	want("W3 dead, found by a heartbeat", map[string]string{"W1": m2, "W4": s15, "W5": s15})
 
-	k, a = cs.Release(o.k, "H")
+	k, a = o.releaseCall(cs, "H")
 	if err := o.eval(Release, k, a).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestWaiterRecordFollowsTheQueue(t *testing.T) {
 
 	kill("W5")
 	kill("W6")
-	k, a = cs.Release(o.k, "W1")
+	k, a = o.releaseCall(cs, "W1")
 	if err := o.eval(Release, k, a).Err(); err != nil {
 		t.Fatal(err)
 	}

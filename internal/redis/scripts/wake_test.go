@@ -112,15 +112,16 @@ func TestHeadChangeWhileHeldTellsNewHead(t *testing.T) {
 	}
 	told("the purge of Y by a heartbeat", next("the purge of Y"), "Z", time.Minute)
 	// W releases: Z is granted, with nobody left: one message.
-	k, a = NewConsts(100, 100, Classic).Release(o.k, "W")
+	k, a = o.releaseCall(NewConsts(100, 100, Classic), "W")
 	if err := o.eval(Release, k, a).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if w := next("W's release"); w.Token != "Z" || w.Grant == nil {
+	w := next("W's release")
+	if w.Token != "Z" || w.Grant == nil {
 		t.Fatalf("W's release sent %+v, want Z's grant", w)
 	}
-	if holder := o.c.Get(ctx, o.k.Lock).Val(); holder != "Z" {
-		t.Fatalf("lock = %q after W's release, want Z", holder)
+	if holder, f := o.holder(); holder != "Z" || f != w.Grant.Fence {
+		t.Fatalf("lock = %q, fence %d after W's release, want Z with the grant's fence %d", holder, f, w.Grant.Fence)
 	}
 	quiet(t, sub, "after an enqueue behind the head and a grant with nobody left")
 }
@@ -133,14 +134,13 @@ func TestReleaseHandsOff(t *testing.T) {
 	o := newOps(t, "id")
 	ctx := context.Background()
 	_, next := o.wakes()
-	o.acquireTTL("H", time.Minute, false)
-	before, _ := o.c.HGet(ctx, o.k.Counters, "fence").Uint64()
+	before := o.acquireTTL("H", time.Minute, false).Fence
 	o.acquireTTL("W", 1500*time.Millisecond, true)
 	o.acquireTTL("X", time.Minute, true)
 	o.acquireTTL("Y", time.Minute, true)
 	release := func(tok string) {
 		t.Helper()
-		k, a := NewConsts(100, 100, Classic).Release(o.k, tok)
+		k, a := o.releaseCall(NewConsts(100, 100, Classic), tok)
 		if err := o.eval(Release, k, a).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -153,14 +153,14 @@ func TestReleaseHandsOff(t *testing.T) {
 	if now := time.Now(); grant.Grant.StoreTime.Before(now.Add(-time.Minute)) || grant.Grant.StoreTime.After(now.Add(time.Minute)) {
 		t.Fatalf("the grant's StoreTime %v is not the server's clock (now %v)", grant.Grant.StoreTime, now)
 	}
-	if holder := o.c.Get(ctx, o.k.Lock).Val(); holder != "W" {
-		t.Fatalf("lock = %q after the hand-off, want W", holder)
+	if holder, f := o.holder(); holder != "W" || f != grant.Grant.Fence {
+		t.Fatalf("lock = %q, fence %d after the hand-off, want W with the grant's fence %d", holder, f, grant.Grant.Fence)
 	}
 	if ttl := o.c.PTTL(ctx, o.k.Lock).Val(); ttl <= 0 || ttl > 1500*time.Millisecond {
 		t.Fatalf("lock TTL %v after the hand-off, want (0, 1.5s]", ttl)
 	}
-	if f, _ := o.c.HGet(ctx, o.k.Counters, "fence").Uint64(); f != grant.Grant.Fence {
-		t.Fatalf("fence key %d, want the grant's %d", f, grant.Grant.Fence)
+	if f, _ := o.c.Get(ctx, o.k.Fence).Uint64(); f != grant.Grant.Fence {
+		t.Fatalf("the slot's fence key %d, want the grant's %d", f, grant.Grant.Fence)
 	}
 	if _, ok := o.records()["W"]; ok || o.c.ZScore(ctx, o.k.Queue, "W").Err() == nil {
 		t.Fatal("W's entry is still queued after the hand-off")
@@ -176,7 +176,7 @@ func TestReleaseHandsOff(t *testing.T) {
 	if w := next("W's release"); w.Token != "Y" || w.Grant == nil || w.Grant.Fence <= grant.Grant.Fence {
 		t.Fatalf("W's release sent %+v, want Y's grant with a fence above %d", w, grant.Grant.Fence)
 	}
-	if holder := o.c.Get(ctx, o.k.Lock).Val(); holder != "Y" {
+	if holder, _ := o.holder(); holder != "Y" {
 		t.Fatalf("lock = %q, want Y: a dead head is purged, not granted", holder)
 	}
 }

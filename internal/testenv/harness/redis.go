@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sort"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/redis/keys"
-	"github.com/redislocker/lock/internal/redis/scripts"
 )
 
 // Target is where a harness's backends run: one server, or a cluster.
@@ -59,6 +57,9 @@ func newRedis(t *testing.T, tg Target, prefix string, newBackend func(*testing.T
 	}
 	raw := tg.client(nil)
 	t.Cleanup(func() { raw.Close() })
+	if _, cluster := raw.(*redis.ClusterClient); !cluster {
+		ks = ks.OneServer() // as the adapters' engine names the keys
+	}
 	return &Redis{ks: ks, raw: raw, newBackend: newBackend}
 }
 
@@ -79,14 +80,10 @@ func (h *Redis) ExpireNow(t *testing.T, id string) {
 	}
 }
 
-// suiteLease is above the longest lease the conformance suite takes (a
-// minute): an id's fence key expires within scripts.FenceIdle of it.
-const suiteLease = 10 * time.Minute
-
-// StateLeft returns id's keys, but for a fence key that expires within
-// its documented bound (scripts.FenceKeyExpires): a fence key with no TTL
-// is state left. It looks at id's keys only, never at the prefix's wire
-// marker (keys.SuffixWire): protocol metadata with a TTL, not lock state.
+// StateLeft returns id's keys. It looks at id's keys only, never at the
+// keys of its hash slot (the fence key, the release records: they are
+// shared by the slot's ids, and expire) nor at the prefix's wire marker
+// (keys.SuffixWire): protocol metadata with a TTL, not lock state.
 func (h *Redis) StateLeft(t *testing.T, id string) []string { return StateLeft(t, h.raw, h.ks, id) }
 
 // StateLeft is [Redis.StateLeft] of id in ks on raw's server, or on
@@ -99,16 +96,6 @@ func StateLeft(t testing.TB, raw redis.UniversalClient, ks keys.Keyspace, id str
 		iter := c.Scan(ctx, 0, ks.Pattern(id), 100).Iterator()
 		for iter.Next(ctx) {
 			k := iter.Val()
-			if _, suffix, err := ks.Parse(k); err == nil && suffix == keys.SuffixCounters {
-				pttl, err := c.PTTL(ctx, k).Result()
-				if err != nil {
-					return err
-				}
-				if pttl == -2 || scripts.FenceKeyExpires(pttl, suiteLease) {
-					continue // gone since the SCAN, or expiring
-				}
-				k = fmt.Sprintf("%s (PTTL %v)", k, pttl)
-			}
 			mu.Lock()
 			left = append(left, k)
 			mu.Unlock()
@@ -137,11 +124,13 @@ func (h *Redis) Limits() conformance.Limits {
 	return conformance.Limits{MaxWaiters: MaxWaiters, PurgeLimit: PurgeLimit, Strict: true}
 }
 
-// ForgetIdle deletes every key of id, the fence key included: what Redis
-// deletes by itself once the id has been idle for the bound (an hour).
+// ForgetIdle deletes every key of id and the fence key of its slot: what
+// Redis deletes by itself once the id's slot has been idle for the bound
+// (an hour). The slot's other ids lose nothing: their next fences come
+// from the clock, past every fence granted before.
 func (h *Redis) ForgetIdle(t *testing.T, id string) {
 	k := h.ks.For(id)
-	if err := h.raw.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Counters, k.Waiters).Err(); err != nil {
+	if err := h.raw.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters).Err(); err != nil {
 		t.Fatal(err)
 	}
 }

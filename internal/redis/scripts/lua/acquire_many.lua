@@ -3,7 +3,8 @@
 -- one call must share a hash slot on Redis Cluster; a single server takes
 -- any. One id's full queue does not stop the others.
 --
--- KEYS[5i-4..5i] lock, queue, deadlines, fence, waiter records of the i-th id
+-- KEYS[5i-4..5i] lock, queue, deadlines, fence key (of its hash slot),
+--         waiter records of the i-th id
 -- ARGV[1] max waiters per id
 -- ARGV[2] purge limit: most expired waiters removed per id
 -- ARGV[3] the Backend's pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
@@ -41,18 +42,19 @@ for i = 1, n do
 end
 
 -- One TIME for the whole call: every fence it grants is at least this
--- clock reading, which is past every fence granted before the call.
+-- clock reading, which is past every fence granted before the call. Each
+-- fence key is read once and written once, at the end (fences).
 local us = now_us()
--- One EXISTS for all the queue keys and one for all the fence keys. When
--- none exists (ids nobody waits for, locked for the first time in an
--- hour), try_fast skips its EXISTS and HGET for an id this call has not
--- seen before: only an earlier step of the call could have made them.
-local qs, ns = {}, {}
+fences = {}
+-- One EXISTS for all the queue keys. When none exists (ids nobody waits
+-- for), try_fast skips its EXISTS for an id this call has not seen before:
+-- only an earlier step of the call could have made its queue. A free id is
+-- then one SET NX PX.
+local qs = {}
 for i = 1, n do
-  qs[i], ns[i] = KEYS[5 * i - 3], KEYS[5 * i - 1]
+  qs[i] = KEYS[5 * i - 3]
 end
 local no_q = redis.call('EXISTS', unpack(qs)) == 0
-local no_n = redis.call('EXISTS', unpack(ns)) == 0
 local seen = {}
 local out, o = {}, 0
 for i = 1, n do
@@ -61,7 +63,7 @@ for i = 1, n do
   local lock = KEYS[k - 4]
   local new = not seen[lock]
   seen[lock] = true
-  local fence = try_fast(lock, KEYS[k - 3], KEYS[k - 1], token, ttl, ARGV[a + 1], us, no_q and new, no_n and new)
+  local fence = try_fast(lock, KEYS[k - 3], KEYS[k - 1], token, ARGV[a + 1], us, no_q and new)
   if fence then
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, fence, ttl
     for j = 5, 8 do out[o + j] = 0 end
@@ -74,4 +76,5 @@ for i = 1, n do
   end
   o = o + 8
 end
+fences_flush()
 return out

@@ -2,9 +2,10 @@
 -- wake-up), shared by acquire and acquire_many. The scripts package puts
 -- it after lib.lua and before those two scripts' own files.
 --
--- Keys of the id: lock (string: the owner token; its TTL is the lease),
--- q (zset: waiter token -> ticket), d (zset: waiter token -> deadline, ms
--- of the server's clock), n (hash: the last fence, see next_fence), w
+-- Keys of the id: lock (string: the lease's fence and owner token, see
+-- lock_value; its TTL is the lease), q (zset: waiter token -> ticket), d
+-- (zset: waiter token -> deadline, ms of the server's clock), f (the fence
+-- key of the id's hash slot, see next_fence), w
 -- (hash: the waiter records, see waiter_put; inbox is the requester's,
 -- see inbox_arg). Wake-ups go to the waiters' inboxes (see send).
 -- The arguments are validated by the caller.
@@ -16,14 +17,16 @@
 -- try_fast is the fast path, tried before acquire_step: with no queue key
 -- (no waiter, live or dead) and a free lock, it grants the lock and
 -- returns the fence (next_fence; us as there). This is the whole
--- uncontended case: EXISTS, SET NX PX, TIME, HGET, HSET. Otherwise it
--- returns nil, having written nothing. ttl_arg is the lease TTL ttl as
--- it came in ARGV (passing a string spares a number formatting). no_q and
--- no_n say that the step knows that q, and n, do not exist: their EXISTS
--- and HGET are skipped.
-local function try_fast(lock, q, n, token, ttl, ttl_arg, us, no_q, no_n)
-  if (no_q or redis.call('EXISTS', q) == 0) and redis.call('SET', lock, token, 'NX', 'PX', ttl_arg) then
-    return next_fence(n, ttl, us, no_n)
+-- uncontended case: EXISTS, TIME, SET ... GET of the fence key, SET NX PX.
+-- Otherwise it returns nil, having written nothing but the fence key (a
+-- lock held with no queue skips the fence it took: fences only need to
+-- increase). ttl_arg is the lease TTL as it came in ARGV (passing a string
+-- spares a number formatting). no_q says that the step knows that q does
+-- not exist: its EXISTS is skipped.
+local function try_fast(lock, q, f, token, ttl_arg, us, no_q)
+  if no_q or redis.call('EXISTS', q) == 0 then
+    local fence = next_fence(f, us)
+    if redis.call('SET', lock, lock_value(fence, token), 'NX', 'PX', ttl_arg) then return fence end
   end
 end
 
@@ -41,22 +44,18 @@ local function next_ticket(q, us)
 end
 
 -- acquire_step is the rest of the step, after try_fast returned nil.
-local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiters, limit, inbox)
-  local holder = redis.call('GET', lock)
+local function acquire_step(lock, q, d, f, w, token, ttl, wait, wttl, max_waiters, limit, inbox)
+  local holder, held_fence = lock_owner(redis.call('GET', lock))
   if holder == token then
-    -- A retried grant: report the lease as it is (S6). The fence key's
-    -- TTL is refreshed so that this step writes: a WAIT after it, on its
-    -- connection, then waits for the replicas to reach the original grant
-    -- too (WAIT counts the replicas that reached the connection's last
-    -- write, and a connection that never wrote has nothing to wait for).
-    local left = redis.call('PTTL', lock)
-    local fence = tonumber(redis.call('HGET', n, 'fence')) or 0
-    if fence == 0 then
-      fence = next_fence(n, left) -- its record is gone: a new, higher one
-    else
-      redis.call('PEXPIRE', n, fence_keep(left))
-    end
-    return {1, fence, left, 0, 0, 0, 0}
+    -- A retried grant: report the lease as it is (S6). The lock key's TTL
+    -- is set again to what is left of it, so that this step writes: a WAIT
+    -- after it, on its connection, then waits for the replicas to reach
+    -- the original grant too (WAIT counts the replicas that reached the
+    -- connection's last write, and a connection that never wrote has
+    -- nothing to wait for).
+    local left = holder_ttl(lock)
+    redis.call('PEXPIRE', lock, left)
+    return {1, held_fence, left, 0, 0, 0, 0}
   end
 
   local head_before = head_of(q)
@@ -76,7 +75,7 @@ local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiter
     end
   end
   local head = head_of(q)
-  if not holder and head and head ~= token and hand_off(lock, q, d, n, w, head, us, token) then
+  if not holder and head and head ~= token and hand_off(lock, q, d, f, w, head, us, token) then
     -- The free lock went to the live head ahead (a hand-off, which told
     -- the next head): the requester is refused as for a held lock.
     holder = head
@@ -85,8 +84,8 @@ local function acquire_step(lock, q, d, n, w, token, ttl, wait, wttl, max_waiter
   end
   if not holder and (not head or head == token) then
     if mine then unqueue(q, d, w, token) end
-    local fence = next_fence(n, ttl, us)
-    redis.call('SET', lock, token, 'PX', ttl)
+    local fence = next_fence(f, us)
+    redis.call('SET', lock, lock_value(fence, token), 'PX', ttl)
     -- The next waiter is the head now: tell it when this lease ends, as
     -- the lease may end without a release.
     local next = mine and head_of(q)

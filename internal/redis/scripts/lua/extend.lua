@@ -2,7 +2,6 @@
 -- re-creates an expired lock, keeps the fence (backend checklist item 4).
 --
 -- KEYS[1] lock
--- KEYS[2] fence (optional): kept alive at least as long as the lease
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms
 --
@@ -12,14 +11,8 @@ if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes')
 local ttl = posint(2)
 if not ttl then return bad_arg('ttl', 'must be a positive integer of milliseconds') end
 
-if redis.call('GET', KEYS[1]) ~= token then
+if lock_owner(redis.call('GET', KEYS[1])) ~= token then
   return fail('LOCKNOTHELD', 'the token does not hold the lock')
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
--- The fence key outlives the lease, so that a retried grant still finds
--- the holder's fence.
-local n = KEYS[2]
-if n and redis.call('PTTL', n) < ttl then
-  redis.call('PEXPIRE', n, fence_keep(ttl))
-end
 return 1

@@ -2,19 +2,19 @@
 -- the holder's fence is the one given, so that it can never hit a newer
 -- holder; then wake the head, as release does.
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] counters,
--- KEYS[5] waiter records
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence key (for a
+-- hand-off), KEYS[5] waiter records
 -- ARGV[1] the holder's fence, as inspect reported it
 -- ARGV[2] purge limit
 -- ARGV[3] the pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
 --
--- The holder's fence is the counter's "fence" field (see inspect). It does
--- not record a release token ("rel"): the holder's own Release afterwards
--- answers LOCKNOTHELD, as it should.
+-- The holder's fence is in the lock key's value (see lock_value). It does
+-- not record a release: the holder's own Release afterwards answers
+-- LOCKNOTHELD, as it should.
 --
 -- Reply: 1. Error replies: LOCKNOTHELD (the id is not held, or by another
 -- fence; nothing changed), LOCKBADARG.
--- The fence is compared as a string (HINCRBY writes it in this canonical
+-- The fence is compared as a string (lock_value writes it in this canonical
 -- form), so it may have more digits than a Lua number holds exactly.
 local fence = ARGV[1]
 if type(fence) ~= 'string' or #fence > 20 or not string.find(fence, '^[1-9][0-9]*$') then
@@ -23,11 +23,12 @@ end
 local limit, bad = wake_args(2)
 if not limit then return bad end
 
-local lock, q, d, counters, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-if not redis.call('GET', lock) then
+local lock, q, d, f, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local v = redis.call('GET', lock)
+if not v then
   return fail('LOCKNOTHELD', 'the id is not held')
 end
-local current = redis.call('HGET', counters, 'fence') or '0'
+local current = string.match(v, '^([0-9]+):') or '0'
 if current ~= fence then
   return fail('LOCKNOTHELD', 'the holder has fence ' .. current .. ', not ' .. fence)
 end
@@ -35,5 +36,5 @@ redis.call('DEL', lock)
 -- Fast path: no queue key, nobody to wake.
 if redis.call('EXISTS', q) == 0 then return 1 end
 -- Hand off to (or wake) a live head, not one that stopped heartbeating.
-wake_live_head(lock, q, d, counters, w, limit)
+wake_live_head(lock, q, d, f, w, limit)
 return 1

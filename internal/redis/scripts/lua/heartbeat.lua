@@ -5,7 +5,7 @@
 -- changed the head of a held lock (backend checklist items 6 and 7,
 -- backend.HandOffer).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence (for a
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence key (for a
 -- hand-off), KEYS[5] waiter records
 -- ARGV[1] waiter TTL in ms
 -- ARGV[2] purge limit
@@ -24,7 +24,7 @@ for i = 4, #ARGV do
   if not valid_token(ARGV[i]) then return bad_arg('token', 'must be 1 to 128 bytes') end
 end
 
-local lock, q, d, n, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lock, q, d, f, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local us = now_us()
 local now = math.floor(us / 1000)
 local head_before = head_of(q)
@@ -50,7 +50,7 @@ end
 if any then keep_queue(q, d, w, QUEUE_TTL_FACTOR * wttl) end
 local free = redis.call('EXISTS', lock) == 0
 local head = head_of(q)
-if free and head and hand_off(lock, q, d, n, w, head, us) then
+if free and head and hand_off(lock, q, d, f, w, head, us) then
   -- Granted by hand-off; a listed head stays reported queued (1): its
   -- wake-up carries the grant.
   free = false

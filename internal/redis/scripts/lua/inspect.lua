@@ -2,12 +2,11 @@
 -- (no purge, no expiry, no wake-up) and never replies a token, only the
 -- first 8 hex digits of its SHA-1 (backend.Fingerprint).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] counters
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines
 -- ARGV[1] max waiters to list: 0 to 100
 -- ARGV[2] scan limit: most queue entries looked at (dead ones are skipped)
 --
--- The holder's fence is the counter's "fence" field: every grant takes the
--- next fence from it, so while the lock is held it is the holder's.
+-- The holder's fence is in the lock key's value (see lock_value).
 --
 -- Reply: strings {held (0/1), fence, ttl_ms, holder_fingerprint,
 -- queue_len, then per listed waiter: ticket, deadline_left_ms,
@@ -23,16 +22,18 @@ end
 local scan = posint(2, 100000)
 if not scan then return bad_arg('scan_limit', 'must be an integer from 1 to 100000') end
 
-local lock, q, d, counters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, q, d = KEYS[1], KEYS[2], KEYS[3]
 local function fp(tok) return string.sub(redis.sha1hex(tok), 1, 8) end
 
 local now = now_ms()
 local out = {'0', '0', '0', ''}
-local holder = redis.call('GET', lock)
-if holder then
+local v = redis.call('GET', lock)
+if v then
   local ttl = redis.call('PTTL', lock)
   if ttl < 0 then ttl = 0 end
-  out = {'1', redis.call('HGET', counters, 'fence') or '0', string.format('%d', ttl), fp(holder)}
+  local holder = lock_owner(v)
+  if type(holder) ~= 'string' then holder = v end
+  out = {'1', string.match(v, '^([0-9]+):') or '0', string.format('%d', ttl), fp(holder)}
 end
 out[5] = string.format('%d', redis.call('ZCOUNT', d, '(' .. now, '+inf'))
 

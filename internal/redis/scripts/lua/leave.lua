@@ -4,7 +4,7 @@
 -- while the lock is held. Idempotent (backend checklist items 5 and 7,
 -- backend.HandOffer).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence (for a
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence key (for a
 -- hand-off), KEYS[5] waiter records
 -- ARGV[1] token
 -- ARGV[2] purge limit
@@ -17,8 +17,8 @@ if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes')
 local limit, bad = wake_args(2)
 if not limit then return bad end
 
-local lock, q, d, n, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local holder = redis.call('GET', lock)
+local lock, q, d, f, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local holder = lock_owner(redis.call('GET', lock))
 local head_before = head_of(q)
 local left = unqueue(q, d, w, token)
 local released = 0
@@ -31,7 +31,7 @@ local us = now_us()
 purge(q, d, w, math.floor(us / 1000), limit)
 local head = head_of(q)
 if not holder then
-  if head and not hand_off(lock, q, d, n, w, head, us)
+  if head and not hand_off(lock, q, d, f, w, head, us)
       and (released == 1 or head ~= head_before) then
     wake(lock, w, head)
   end

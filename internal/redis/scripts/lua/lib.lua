@@ -80,48 +80,80 @@ local function wake_args(i)
   return limit
 end
 
--- FENCE_IDLE is how long, in ms, an id's fence key lives after a grant
--- that refreshes it: one hour. A grant refreshes it when its fence is in
--- another half hour of the clock than the last fence (or its lease is
--- longer than that), so the key outlives the id's last grant by 30 to 60
--- minutes, and every lease. While it lives, fences of the id strictly
--- increase even if the server's clock steps back.
-local FENCE_IDLE = 3600000
+-- The lock key of an id holds "<fence>:<token>": the lease's fence, then
+-- its owner token (everything after the first colon; the fence has no
+-- colon). The lease's TTL is the key's.
 
--- FENCE_IDLE_ARG is FENCE_IDLE as an argument (redis.call formats a Lua
--- number with printf's '%.14g', about a µs).
-local FENCE_IDLE_ARG = '3600000'
-
--- FENCE_PERIOD is half of FENCE_IDLE, in µs of the clock: see FENCE_IDLE.
-local FENCE_PERIOD = FENCE_IDLE * 500
-
--- The fence key n is a hash: "fence", the id's last fence, and "rel",
--- the token of its last release (see release.lua).
-
--- fence_keep returns how long the fence key must live after a grant or
--- an extend with lease TTL ttl (ms), as an argument: FENCE_IDLE, or ttl
--- when longer, so
--- that the key outlives the lease and a retried grant finds its fence.
-local function fence_keep(ttl)
-  if ttl > FENCE_IDLE then return int(ttl) end
-  return FENCE_IDLE_ARG
+-- lock_value returns the lock key's value for a lease of token with fence.
+local function lock_value(fence, token)
+  return int(fence) .. ':' .. token
 end
 
--- next_fence records and returns the id's next fence: the server's clock
--- in microseconds (us, when this step read it already), or the last fence
--- + 1 when that is not below it. ttl is the new lease's, in ms. fresh says
--- that the step knows n does not exist (no HGET then). Cost: TIME, HGET,
--- HSET, and a PEXPIRE about once in half an hour of grants.
-local function next_fence(n, ttl, us, fresh)
-  local f = us or now_us()
-  local last = 0
-  if not fresh then last = tonumber(redis.call('HGET', n, 'fence')) or 0 end
-  if last >= f then f = last + 1 end
-  redis.call('HSET', n, 'fence', int(f))
-  if math.floor(f / FENCE_PERIOD) ~= math.floor(last / FENCE_PERIOD) or ttl > FENCE_IDLE / 2 then
-    redis.call('PEXPIRE', n, fence_keep(ttl))
+-- lock_owner returns the owner token and the fence of v, a lock key's value,
+-- or nil when v is false (no key). A value of another shape (written by
+-- another wire version) gives true and fence 0: held, by no token.
+local function lock_owner(v)
+  if not v then return nil end
+  local f, tok = string.match(v, '^([0-9]+):(.*)$')
+  if not tok then return true, 0 end
+  return tok, tonumber(f)
+end
+
+-- FENCE_IDLE is how long, in ms, the fence key of a hash slot lives after
+-- the slot's last grant: an hour. While it lives, fences in the slot
+-- strictly increase even if the server's clock steps back.
+local FENCE_IDLE_ARG = '3600000'
+
+-- SET_GET says that SET takes GET: Redis 7 or newer (SET has GET from 6.2,
+-- but a script can read the server's version only from 7.0).
+local SET_GET = (tonumber(redis.REDIS_VERSION_NUM) or 0) >= 0x070000
+
+-- The fence key f of a hash slot is a string: the last fence granted to any
+-- id of the slot, so fences strictly increase per slot, and so per id.
+
+-- fences, when a table, makes next_fence keep each fence key's last fence
+-- in it (read once, with GET) instead of writing the key on every grant:
+-- a call that grants many ids (acquire_many) sets it to {} and writes each
+-- key once at its end (fences_flush).
+local fences = false
+
+-- next_fence records and returns the next fence of the slot whose fence
+-- key is f: the server's clock in microseconds (us, when this step read it
+-- already), or the slot's last fence + 1 when that is not below it. Cost:
+-- TIME and SET ... GET (GET and SET before Redis 7), and one more SET when
+-- the clock is not past the last fence.
+local function next_fence(f, us)
+  us = us or now_us()
+  if fences then
+    local last = fences[f]
+    if last == nil then last = tonumber(redis.call('GET', f)) or 0 end
+    if last >= us then us = last + 1 end
+    fences[f] = us
+    return us
   end
-  return f
+  local last
+  if SET_GET then
+    last = tonumber(redis.call('SET', f, int(us), 'PX', FENCE_IDLE_ARG, 'GET')) or 0
+  else
+    last = tonumber(redis.call('GET', f)) or 0
+    if last < us then redis.call('SET', f, int(us), 'PX', FENCE_IDLE_ARG) end
+  end
+  if last >= us then
+    us = last + 1
+    redis.call('SET', f, int(us), 'PX', FENCE_IDLE_ARG)
+  end
+  return us
+end
+
+-- RELEASE_KEEP is how long, in ms, a release record lives after its last
+-- write (see release.lua): two periods of the caller's clock (keys.ReleasePeriod).
+local RELEASE_KEEP = '60000'
+
+-- fences_flush writes the fences next_fence kept in fences, one SET per key.
+local function fences_flush()
+  for f, last in pairs(fences) do
+    redis.call('SET', f, int(last), 'PX', FENCE_IDLE_ARG)
+  end
 end
 
 -- INBOX_TTL is how long, in ms, an inbox key lives after a script's last
@@ -270,12 +302,12 @@ local QUEUE_TTL_FACTOR = 3
 -- entry; head's wake-up carries it (see wake_payload), and the next head,
 -- unless it is self (the step's requester, told by its reply), is told
 -- the new lease's TTL. It returns true when it granted.
-local function hand_off(lock, q, d, n, w, head, us, self)
+local function hand_off(lock, q, d, f, w, head, us, self)
   local ttl = waiter_get(w, head)
   local deadline = tonumber(redis.call('ZSCORE', d, head))
   if not ttl or not deadline or deadline <= math.floor(us / 1000) then return false end
-  local fence = next_fence(n, ttl, us)
-  redis.call('SET', lock, head, 'PX', int(ttl))
+  local fence = next_fence(f, us)
+  redis.call('SET', lock, lock_value(fence, head), 'PX', int(ttl))
   send(lock, w, head, wake_payload(head, nil, {fence, ttl, us}))
   unqueue(q, d, w, head)
   local next = head_of(q)
@@ -286,11 +318,11 @@ end
 -- wake_live_head purges the expired waiters (at most limit) and hands the
 -- free lock off to the head that is left, if any, or wakes it (a head
 -- that cannot take a hand-off): a lock just freed goes to a live waiter.
-local function wake_live_head(lock, q, d, n, w, limit)
+local function wake_live_head(lock, q, d, f, w, limit)
   local us = now_us()
   purge(q, d, w, math.floor(us / 1000), limit)
   local head = head_of(q)
-  if head and not hand_off(lock, q, d, n, w, head, us) then
+  if head and not hand_off(lock, q, d, f, w, head, us) then
     wake(lock, w, head)
   end
 end

@@ -1,39 +1,45 @@
 -- release: compare-and-delete of the lock, then hand it off to the live
 -- head, or wake it (backend checklist items 3 and 7, backend.HandOffer).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence,
--- KEYS[5] waiter records
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence key (for a
+-- hand-off), KEYS[5] waiter records, KEYS[6] the release record of the
+-- caller's current period, KEYS[7] that of the period before
 -- ARGV[1] token
 -- ARGV[2] purge limit
 -- ARGV[3] the Backend's pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
+-- ARGV[4] the release's mark: a digest of the id and the token (1 to 32
+--         bytes, see keys.ReleaseMark)
 --
--- A release records its token in the fence key (field "rel"), so that
--- the same release sent again (a client that resends a command whose reply
--- was lost, as go-redis does) is answered 1 instead of LOCKNOTHELD: the
--- first one did release. The record lives until the next release, or as
--- long as the fence key. It never touches a lock another token holds, and
--- writes no key without a TTL.
+-- A release adds its mark to the release record of the period (a set per
+-- hash slot and period of the caller's clock, see package keys), which
+-- lives RELEASE_KEEP after its last write: the same release sent again (a
+-- client that resends a command whose reply was lost, as go-redis does)
+-- within a period finds its mark in one of the two records and is
+-- answered 1 instead of LOCKNOTHELD, whatever grants and releases of the
+-- id came in between: the first one did release. It never touches a lock
+-- another token holds, and writes no key without a TTL.
 --
 -- Reply: 1. Error replies: LOCKNOTHELD (nothing changed), LOCKBADARG.
 local token = ARGV[1]
 if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
 local limit, bad = wake_args(2)
 if not limit then return bad end
+local mark = ARGV[4]
+if type(mark) ~= 'string' or #mark < 1 or #mark > 32 then return bad_arg('mark', 'must be 1 to 32 bytes') end
 
-local lock, q, d, n, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-if redis.call('GET', lock) ~= token then
-  if redis.call('HGET', n, 'rel') == token then return 1 end
+local lock, q, d, f, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+if lock_owner(redis.call('GET', lock)) ~= token then
+  if redis.call('SISMEMBER', KEYS[6], mark) == 1 or redis.call('SISMEMBER', KEYS[7], mark) == 1 then
+    return 1
+  end
   return fail('LOCKNOTHELD', 'the token does not hold the lock')
 end
 redis.call('DEL', lock)
--- Record the release. A new field may mean a new key (the fence key
--- expired under a lease the extends did not keep it for): give it a TTL.
-if redis.call('HSET', n, 'rel', token) == 1 and redis.call('PTTL', n) < 0 then
-  redis.call('PEXPIRE', n, FENCE_IDLE)
-end
+redis.call('SADD', KEYS[6], mark)
+redis.call('PEXPIRE', KEYS[6], RELEASE_KEEP)
 -- Fast path: no queue key, nobody to wake.
 if redis.call('EXISTS', q) == 0 then return 1 end
 -- [slow path]
 -- Hand off to (or wake) a live head, not one that stopped heartbeating.
-wake_live_head(lock, q, d, n, w, limit)
+wake_live_head(lock, q, d, f, w, limit)
 return 1
