@@ -61,7 +61,7 @@ local function acquire_step(lock, q, d, f, w, token, ttl, wait, wttl, max_waiter
   local head_before = head_of(q)
   local us = now_us()
   local now = math.floor(us / 1000)
-  purge(q, d, w, now, limit)
+  local changed = purge(q, d, w, now, limit) > 0
 
   local mine = redis.call('ZSCORE', q, token)
   if mine then
@@ -72,9 +72,12 @@ local function acquire_step(lock, q, d, f, w, token, ttl, wait, wttl, max_waiter
     if not deadline or deadline <= now then
       unqueue(q, d, w, token)
       mine = false
+      changed = true
     end
   end
-  local head = head_of(q)
+  -- The head is read again only if this step removed an entry.
+  local head = head_before
+  if changed then head = head_of(q) end
   if not holder and head and head ~= token and hand_off(lock, q, d, f, w, head, us, token) then
     -- The free lock went to the live head ahead (a hand-off, which told
     -- the next head): the requester is refused as for a held lock.

@@ -238,8 +238,12 @@ end
 -- channel of another slot) is dropped, as a lost message is: the waiter
 -- learns from its heartbeat. A head with no record (none is queued
 -- without one) is sent nothing.
-local function send(lock, w, head, payload)
-  local _, inbox = waiter_get(w, head)
+-- inbox, when given, is head's (read from its record already).
+local function send(lock, w, head, payload, inbox)
+  if not inbox then
+    local _
+    _, inbox = waiter_get(w, head)
+  end
   local tag = string.match(lock, '{([^}]*)}')
   if not inbox or #inbox < 2 or not tag then return end
   local kind, name = string.sub(inbox, 1, 1), string.sub(inbox, 2)
@@ -303,12 +307,12 @@ local QUEUE_TTL_FACTOR = 3
 -- unless it is self (the step's requester, told by its reply), is told
 -- the new lease's TTL. It returns true when it granted.
 local function hand_off(lock, q, d, f, w, head, us, self)
-  local ttl = waiter_get(w, head)
+  local ttl, inbox = waiter_get(w, head)
   local deadline = tonumber(redis.call('ZSCORE', d, head))
   if not ttl or not deadline or deadline <= math.floor(us / 1000) then return false end
   local fence = next_fence(f, us)
   redis.call('SET', lock, lock_value(fence, head), 'PX', int(ttl))
-  send(lock, w, head, wake_payload(head, nil, {fence, ttl, us}))
+  send(lock, w, head, wake_payload(head, nil, {fence, ttl, us}), inbox)
   unqueue(q, d, w, head)
   local next = head_of(q)
   if next and next ~= self then wake(lock, w, next, ttl) end
