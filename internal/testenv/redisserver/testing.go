@@ -29,15 +29,19 @@ func HoldExclusive() {
 // collector finalizes it.
 var held func()
 
+// PrefixRoot begins every prefix of [Prefix]: an ACL user of the tests'
+// servers may be limited to the keys and channels that begin with it.
+const PrefixRoot = "test:"
+
 // Prefix returns a key prefix unique to this call, so that tests on a shared
-// server never see each other's keys.
+// server never see each other's keys. It begins with PrefixRoot.
 func Prefix(t testing.TB) string {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
 	name := strings.NewReplacer("{", "(", "}", ")", " ", "_").Replace(t.Name())
-	return "test:" + name + ":" + hex.EncodeToString(b[:]) + ":"
+	return PrefixRoot + name + ":" + hex.EncodeToString(b[:]) + ":"
 }
 
 // StartT starts a private redis-server of options o for t (Dir defaults
