@@ -17,12 +17,13 @@ import (
 // The keys and channels are the prefix's. The scripts' commands come with
 // @read and @write (a script's calls are checked like the user's own
 // commands), less @dangerous and @admin, and less FUNCTION (whose LOAD,
-// DELETE, FLUSH and RESTORE are in @write). Then the commands the
-// adapters send themselves: EVALSHA and EVAL (never SCRIPT LOAD or
-// FLUSH), TIME and the publishes from the scripts, the subscriptions of
-// the pub/sub modes, CLIENT TRACKING and CLIENT ID of rueidisbackend's
-// Tracking mode, WAIT of Options.WaitReplicas, PING of the health checks.
-// HELLO and AUTH need no rule.
+// DELETE, FLUSH and RESTORE are in @write); TIME and the publishes are
+// the scripts' too. Then the commands the adapters send themselves:
+// EVALSHA and EVAL (never SCRIPT or FUNCTION), the subscriptions of the
+// pub/sub modes, PUNSUBSCRIBE and DISCARD (rueidis's clean-up of a
+// pub/sub connection), CLIENT TRACKING (rueidisbackend's Tracking mode),
+// WAIT (Options.WaitReplicas), PING (health checks). HELLO and AUTH need
+// no rule. docs/deployment.md says the same for users.
 func ACLRules(prefix string) []string {
 	return []string{
 		"resetkeys", "~" + prefix + "*",
@@ -53,8 +54,9 @@ func SecureServer(t *testing.T) Target {
 
 // CheckACLLog fails t, at its cleanup, when the server of SecureServer
 // logged a denial (ACL LOG): a command, key or channel that ACLRules do
-// not allow, even one whose error the adapter dealt with (rueidisbackend
-// asks INFO for the server's version, and gets on without it). Call it
+// not allow, even one whose error the adapter got on without (as
+// rueidisbackend did with INFO, which it asked for the server's version).
+// Call it
 // from the test that runs the suite on SecureServer, before the suite.
 func CheckACLLog(t *testing.T) {
 	tg := SecureServer(t)

@@ -53,6 +53,24 @@ func TestSecureServer(t *testing.T) {
 			t.Errorf("%q as %s: %v, want a refusal (NOPERM)", cmd, tg.Username, err)
 		}
 	}
+	// What the suite's runs do not send (WaitReplicas, ShardedPubSub) the
+	// server would let through (ACL DRYRUN, as the default user).
+	admin := redis.NewClient(&redis.Options{Addr: tg.Addrs[0], TLSConfig: tg.TLS})
+	defer admin.Close()
+	for _, cmd := range [][]any{
+		{"WAIT", "1", "100"},
+		{"SSUBSCRIBE", "test:secure:inbox"},
+		{"SUNSUBSCRIBE", "test:secure:inbox"},
+		{"SPUBLISH", "test:secure:inbox", "x"},
+		{"SUBSCRIBE", "test:secure:inbox"},
+		{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "test:secure:inbox"},
+		{"EVALSHA", "0123456789012345678901234567890123456789", "1", "test:secure:k"},
+		{"LPOP", "test:secure:inbox", "0"},
+	} {
+		if r, err := admin.Do(ctx, append([]any{"ACL", "DRYRUN", tg.Username}, cmd...)...).Text(); err != nil || r != "OK" {
+			t.Errorf("ACL DRYRUN %s %q: %q, %v; want OK", tg.Username, cmd, r, err)
+		}
+	}
 	plain := redis.NewClient(&redis.Options{Addr: tg.Addrs[0], MaxRetries: -1, DialerRetries: 1})
 	defer plain.Close()
 	if err := plain.Ping(ctx).Err(); err == nil {
