@@ -15,6 +15,16 @@ func TestConformance(t *testing.T) {
 	harness.RunGoRedis(t, harness.SharedServer, nil)
 }
 
+// TestConformanceSecure runs the suite over TLS, logged in as an ACL user
+// that may touch only the keys and channels of the test prefixes and run
+// only the commands of harness.ACLRules: no FUNCTION, no SCRIPT, no
+// admin command (harness.SecureServer).
+func TestConformanceSecure(t *testing.T) {
+	t.Parallel() // beside the other runs of the suite: each property has keys of its own
+	harness.CheckACLLog(t)
+	harness.RunGoRedis(t, harness.SecureServer, nil)
+}
+
 // TestConformanceMiniredis runs the suite against miniredis, an in-process
 // imitation of Redis, as the quick start does when no Redis is at hand.
 //

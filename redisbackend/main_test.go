@@ -15,7 +15,12 @@ import (
 	"github.com/redislocker/lock/internal/testenv/redisserver"
 )
 
-func TestMain(m *testing.M) { os.Exit(redisserver.Main(m)) }
+// TestMain runs the tests under the machine-wide lock, the three
+// conformance runs at once (redisserver.Parallel).
+func TestMain(m *testing.M) {
+	redisserver.Parallel(3)
+	os.Exit(redisserver.Main(m))
+}
 
 // env is one test's view of a Redis server: a raw client for inspection and
 // a key prefix of its own.

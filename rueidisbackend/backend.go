@@ -174,7 +174,7 @@ func New(opts *Options) (backend.Backend, error) {
 		t.AlwaysRESP2 = false
 		t.BlockingPipeline = math.MaxInt32
 		client, err := build(t)
-		if err == nil && !canTrack(client) {
+		if err == nil && !canTrack(client, b.cfg.Keys.Inbox(b.cfg.Process, -1)) {
 			client.Close() // Redis 6.0: no LPOP count for the drain
 			err = rueidis.ErrNoCache
 		}
@@ -201,38 +201,23 @@ func New(opts *Options) (backend.Backend, error) {
 }
 
 // canTrack reports whether the server can serve Tracking mode: Redis 6.2
-// or newer, whose LPOP takes a count (the drain's). A server that does not
-// answer INFO, or names no version, is given the benefit of the doubt.
-func canTrack(client rueidis.Client) bool {
+// or newer, whose LPOP takes a count (the drain's). It asks just that: an
+// LPOP with a count of 0 (which pops nothing) of the process's own inbox,
+// which Redis 6.0 refuses as a wrong number of arguments. It asks no INFO,
+// which the ACL category @dangerous holds (docs/deployment.md). A server
+// that fails it otherwise is given the benefit of the doubt.
+func canTrack(client rueidis.Client, inbox string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
 	defer cancel()
-	info, err := client.Do(ctx, client.B().Info().Section("server").Build()).ToString()
-	if err != nil {
-		return true
-	}
-	return versionAtLeast(info, 6, 2)
+	err := client.Do(ctx, client.B().Lpop().Key(inbox).Count(0).Build()).Error()
+	return err == nil || !lacksCount(err)
 }
 
-// versionAtLeast reports whether INFO's redis_version is major.minor or
-// newer; true when info names no version it can read.
-func versionAtLeast(info string, major, minor int) bool {
-	for line := range strings.Lines(info) {
-		v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
-		if !ok {
-			continue
-		}
-		parts := strings.SplitN(v, ".", 3)
-		if len(parts) < 2 {
-			return true
-		}
-		ma, err1 := strconv.Atoi(parts[0])
-		mi, err2 := strconv.Atoi(parts[1])
-		if err1 != nil || err2 != nil {
-			return true
-		}
-		return ma > major || ma == major && mi >= minor
-	}
-	return true
+// lacksCount reports whether err is the refusal of an LPOP with a count
+// by a server older than Redis 6.2.
+func lacksCount(err error) bool {
+	var re *rueidis.RedisError
+	return errors.As(err, &re) && strings.Contains(strings.ToLower(re.Error()), "wrong number of arguments")
 }
 
 // pingNodes PINGs the server, or on Redis Cluster every master, each

@@ -23,3 +23,18 @@ func TestConformancePubSub(t *testing.T) {
 	t.Parallel() // beside the other runs of the suite: each property has keys of its own
 	harness.RunRueidis(t, harness.SharedServer, rueidisbackend.PubSub, nil)
 }
+
+// TestConformanceSecure runs the suite in both modes over TLS, logged in
+// as an ACL user that may touch only the keys and channels of the test
+// prefixes and run only the commands of harness.ACLRules: no FUNCTION,
+// no SCRIPT, no admin command (harness.SecureServer).
+func TestConformanceSecure(t *testing.T) {
+	t.Parallel() // beside the other runs of the suite: each property has keys of its own
+	harness.CheckACLLog(t)
+	for _, mode := range []rueidisbackend.Mode{rueidisbackend.Tracking, rueidisbackend.PubSub} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			harness.RunRueidis(t, harness.SecureServer, mode, nil)
+		})
+	}
+}

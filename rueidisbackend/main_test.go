@@ -18,8 +18,12 @@ import (
 
 // TestMain runs the tests against the shared redis-server and then checks
 // that no goroutine outlived them (every Backend and client is closed by
-// its test's cleanup).
-func TestMain(m *testing.M) { os.Exit(redisserver.NoLeaks(redisserver.Main(m))) }
+// its test's cleanup). Its four conformance runs go at once
+// (redisserver.Parallel).
+func TestMain(m *testing.M) {
+	redisserver.Parallel(4)
+	os.Exit(redisserver.NoLeaks(redisserver.Main(m)))
+}
 
 var ctx = context.Background()
 

@@ -2,22 +2,24 @@ package rueidisbackend
 
 import "testing"
 
-// TestVersionAtLeast: Tracking mode needs Redis 6.2 (LPOP with a count);
-// New falls back to pub/sub below it, and keeps Tracking when INFO names
-// no version it can read.
-func TestVersionAtLeast(t *testing.T) {
-	want := map[string]bool{
-		"# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n": true,
-		"# Server\r\nredis_version:6.2.0\r\n":                           true,
-		"# Server\r\nredis_version:6.0.20\r\n":                          false,
-		"# Server\r\nredis_version:5.0.14\r\n":                          false,
-		"# Server\r\nredis_version:10.0.0\r\n":                          true,
-		"# Server\r\nredis_mode:standalone\r\n":                         true,
-		"redis_version:unknown\r\n":                                     true,
+// TestCanTrack: Tracking mode needs Redis 6.2 (LPOP with a count); New
+// falls back to pub/sub below it, where an LPOP with a count is refused
+// as a wrong number of arguments, and keeps Tracking on any other answer.
+// A real Redis 7 answers the probe, and refuses an LPOP with too many
+// arguments (Redis 6.0's answer to the probe) in the words lacksCount
+// looks for.
+func TestCanTrack(t *testing.T) {
+	e := newEnv(t)
+	inbox := e.prefix + "inbox"
+	if !canTrack(e.raw, inbox) {
+		t.Fatal("canTrack = false on Redis 7")
 	}
-	for info, w := range want {
-		if got := versionAtLeast(info, 6, 2); got != w {
-			t.Errorf("versionAtLeast(%q, 6, 2) = %v, want %v", info, got, w)
-		}
+	err := e.raw.Do(ctx, e.raw.B().Arbitrary("LPOP", inbox, "0", "1").Build()).Error()
+	if !lacksCount(err) {
+		t.Fatalf("lacksCount(%v) = false, want true", err)
+	}
+	err = e.raw.Do(ctx, e.raw.B().Arbitrary("NOSUCHCOMMAND").Build()).Error()
+	if err == nil || lacksCount(err) {
+		t.Fatalf("lacksCount(%v) = true, want false", err)
 	}
 }

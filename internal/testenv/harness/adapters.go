@@ -76,7 +76,7 @@ func GoRedis(t *testing.T, tg Target, opts *redisbackend.Options) *Redis {
 	o.MaxWaiters, o.PurgeLimit = MaxWaiters, PurgeLimit
 	return newRedis(t, tg, o.Prefix, func(t *testing.T, conns *notifyConns) backend.Backend {
 		o := o
-		return GoRedisBackend(t, tg.client(conns.Dial), &o)
+		return GoRedisBackend(t, tg.client(conns), &o)
 	})
 }
 
@@ -91,7 +91,7 @@ func Rueidis(t *testing.T, tg Target, mode rueidisbackend.Mode, opts *rueidisbac
 	o.MaxWaiters, o.PurgeLimit = MaxWaiters, PurgeLimit
 	tracking := mode == rueidisbackend.Tracking
 	return newRedis(t, tg, o.Prefix, func(t *testing.T, conns *notifyConns) backend.Backend {
-		co := SmallRueidis(rueidis.ClientOption{InitAddress: tg.Addrs, ForceSingleClient: !tg.Cluster, DialCtxFn: conns.DialCtx})
+		co := SmallRueidis(tg.rueidisOption(conns))
 		o := o
 		var b backend.Backend
 		if tracking {

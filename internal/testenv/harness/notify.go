@@ -29,14 +29,25 @@ func newNotifyConns() *notifyConns {
 	return &notifyConns{conns: make(map[*notifyConn]struct{})}
 }
 
-// Dial is a go-redis Options.Dialer: it dials addr and wraps the conn.
-func (c *notifyConns) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
+// Dialer returns a go-redis Options.Dialer that dials addr, over TLS
+// with cfg when it is not nil (go-redis leaves TLS to a Dialer of its
+// options), and wraps the conn.
+func (c *notifyConns) Dialer(cfg *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var nc net.Conn
+		var err error
+		if cfg != nil {
+			td := tls.Dialer{Config: cfg}
+			nc, err = td.DialContext(ctx, network, addr)
+		} else {
+			var d net.Dialer
+			nc, err = d.DialContext(ctx, network, addr)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return c.wrap(nc), nil
 	}
-	return c.wrap(nc), nil
 }
 
 // DialCtx is a rueidis ClientOption.DialCtxFn.

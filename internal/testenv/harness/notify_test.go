@@ -45,12 +45,12 @@ func TestDelayAndDrop(t *testing.T) {
 	addr := echoServer(t)
 	cs := newNotifyConns()
 	ctx := context.Background()
-	sub, err := cs.Dial(ctx, "tcp", addr)
+	sub, err := cs.Dialer(nil)(ctx, "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	cmd, err := cs.Dial(ctx, "tcp", addr)
+	cmd, err := cs.Dialer(nil)(ctx, "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

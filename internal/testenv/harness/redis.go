@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"sort"
 	"sync"
@@ -9,16 +10,22 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/redislocker/lock/backend"
 	"github.com/redislocker/lock/conformance"
 	"github.com/redislocker/lock/internal/redis/keys"
 )
 
-// Target is where a harness's backends run: one server, or a cluster.
+// Target is where a harness's backends run: one server, or a cluster,
+// reached over TLS when TLS is set, and logged in to as Username when it
+// is set.
 type Target struct {
 	Addrs   []string
 	Cluster bool
+
+	TLS                *tls.Config
+	Username, Password string
 }
 
 // Server is the Target of the server at addr.
@@ -27,13 +34,26 @@ func Server(addr string) Target { return Target{Addrs: []string{addr}} }
 // Cluster is the Target of the cluster whose nodes are at addrs.
 func Cluster(addrs []string) Target { return Target{Addrs: addrs, Cluster: true} }
 
-// client returns a go-redis client of tg that dials with dial (nil: the
-// default dialer).
-func (tg Target) client(dial func(ctx context.Context, network, addr string) (net.Conn, error)) redis.UniversalClient {
-	if tg.Cluster {
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: tg.Addrs, Dialer: dial})
+// client returns a go-redis client of tg whose connections conns wraps
+// (nil: go-redis's own dialer).
+func (tg Target) client(conns *notifyConns) redis.UniversalClient {
+	var dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	if conns != nil {
+		dial = conns.Dialer(tg.TLS)
 	}
-	return redis.NewClient(&redis.Options{Addr: tg.Addrs[0], Dialer: dial})
+	if tg.Cluster {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: tg.Addrs, Dialer: dial, TLSConfig: tg.TLS, Username: tg.Username, Password: tg.Password})
+	}
+	return redis.NewClient(&redis.Options{Addr: tg.Addrs[0], Dialer: dial, TLSConfig: tg.TLS, Username: tg.Username, Password: tg.Password})
+}
+
+// rueidisOption returns the rueidis ClientOption of tg whose connections
+// conns wraps (over TLS when tg has it).
+func (tg Target) rueidisOption(conns *notifyConns) rueidis.ClientOption {
+	return rueidis.ClientOption{
+		InitAddress: tg.Addrs, ForceSingleClient: !tg.Cluster, DialCtxFn: conns.DialCtx,
+		TLSConfig: tg.TLS, Username: tg.Username, Password: tg.Password,
+	}
 }
 
 // Redis is the harness of the Redis adapters: it makes backends under one

@@ -13,7 +13,12 @@ import (
 // first line of the reply, without its CRLF. It needs no client library,
 // so that the launcher does not depend on one.
 func Command(addr string, args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	return command(func() (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }, args...)
+}
+
+// command sends one command on a connection of dial, as Command does.
+func command(dial func() (net.Conn, error), args ...string) (string, error) {
+	c, err := dial()
 	if err != nil {
 		return "", err
 	}
@@ -35,8 +40,10 @@ func Command(addr string, args ...string) (string, error) {
 }
 
 // Ping sends PING to addr and expects PONG.
-func Ping(addr string) error {
-	line, err := Command(addr, "PING")
+func Ping(addr string) error { return pong(Command(addr, "PING")) }
+
+// pong returns nil for the reply PONG, else an error.
+func pong(line string, err error) error {
 	if err != nil {
 		return err
 	}

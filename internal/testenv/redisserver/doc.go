@@ -12,8 +12,10 @@
 //
 // For tests: [SharedAddr] is the server one test binary shares (the one
 // REDIS_ADDR names, or one it starts), with [Prefix] giving each test keys
-// of its own; [StartT] starts a test's private server. Both skip a test
-// when no redis-server can be found, or fail it when the CI variable is
+// of its own; [SharedTLS] is the binary's shared server that speaks TLS
+// only ([Options.TLS], with a CA of its own that [WriteCA] writes);
+// [StartT] starts a test's private server. They skip a test when no
+// redis-server can be found, or fail it when the CI variable is
 // set, so that CI never passes by skipping. [Exclusive] is the
 // machine-wide lock that test binaries starting redis-servers hold for
 // their whole run ([Main] takes it), so that they run one at a time

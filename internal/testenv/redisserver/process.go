@@ -1,6 +1,7 @@
 package redisserver
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -28,14 +29,23 @@ type Options struct {
 	// again for each port tried and each restart. Default: DefaultArgs
 	// followed by Args.
 	Argv func(port int, logPath string) ([]string, error)
+	// TLS, when set, makes the server speak TLS only: on Port, with no
+	// plain port, presenting a certificate that Start writes into Dir
+	// ([WriteCA]; Server.CAFile). [Server.TLSConfig] is the configuration
+	// of a client that verifies it; Do, Shutdown and the PING of a start
+	// use it. Its flags come after Argv's or DefaultArgs, before Args.
+	TLS bool
 }
 
 // Server is one redis-server process this package started. Its address
 // stays the same across Restart.
 type Server struct {
-	Addr string // 127.0.0.1:Port
-	Port int
-	Dir  string
+	Addr   string // 127.0.0.1:Port
+	Port   int
+	Dir    string
+	CAFile string // with Options.TLS: the PEM file of the server's certificate, its own CA
+
+	tls *tls.Config // with Options.TLS: a client's, trusting CAFile
 
 	bin   string
 	argv  func(port int, logPath string) ([]string, error)
@@ -74,9 +84,32 @@ func Start(o Options) (*Server, error) {
 	} else if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	var tlsFlags func(port int) []string // with TLS: its flags, before Args
+	if o.TLS {
+		cert, key, err := WriteCA(s.Dir)
+		if err == nil {
+			s.tls, err = clientTLS(cert)
+		}
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("redisserver: TLS certificate: %w", err)
+		}
+		s.CAFile = cert
+		tlsFlags = func(port int) []string { return tlsArgs(port, cert, key) }
+	}
 	if s.argv == nil {
 		s.argv = func(port int, logPath string) ([]string, error) {
-			return append(DefaultArgs(port, s.Dir, logPath), o.Args...), nil
+			args := DefaultArgs(port, s.Dir, logPath)
+			if tlsFlags != nil {
+				args = append(args, tlsFlags(port)...)
+			}
+			return append(args, o.Args...), nil
+		}
+	} else if tlsFlags != nil {
+		argv := s.argv
+		s.argv = func(port int, logPath string) ([]string, error) {
+			args, err := argv(port, logPath)
+			return append(args, tlsFlags(port)...), err
 		}
 	}
 	var last error
@@ -172,7 +205,7 @@ func (s *Server) launch() error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		err := Ping(s.Addr)
+		err := s.ping()
 		if err == nil {
 			return nil
 		}
@@ -272,8 +305,8 @@ func (s *Server) Close() {
 
 // Shutdown sends SHUTDOWN NOSAVE and waits for the process to exit.
 func (s *Server) Shutdown() error {
-	_, err := Command(s.Addr, "SHUTDOWN", "NOSAVE")
-	if err != nil && !closedConn(err) && Ping(s.Addr) == nil {
+	_, err := s.Do("SHUTDOWN", "NOSAVE")
+	if err != nil && !closedConn(err) && s.ping() == nil {
 		return fmt.Errorf("SHUTDOWN NOSAVE on %s: %w", s.Addr, err)
 	}
 	return s.WaitExit(StartTimeout)
@@ -304,7 +337,18 @@ func (s *Server) Restart() error {
 
 // Do sends one command on a new connection and returns the first line of
 // the reply (e.g. "+OK", ":3", "-ERR ..."). It is for control commands.
-func (s *Server) Do(args ...string) (string, error) { return Command(s.Addr, args...) }
+// On a TLS server the connection is TLS.
+func (s *Server) Do(args ...string) (string, error) {
+	if s.tls == nil {
+		return Command(s.Addr, args...)
+	}
+	return command(func() (net.Conn, error) {
+		return tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", s.Addr, s.tls)
+	}, args...)
+}
+
+// ping sends PING with Do and expects PONG.
+func (s *Server) ping() error { return pong(s.Do("PING")) }
 
 // ClientPause runs CLIENT PAUSE for d in mode "WRITE" or "ALL".
 func (s *Server) ClientPause(d time.Duration, mode string) error {

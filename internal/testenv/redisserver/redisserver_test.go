@@ -1,6 +1,7 @@
 package redisserver_test
 
 import (
+	"crypto/tls"
 	"errors"
 	"os"
 	"os/exec"
@@ -49,6 +50,35 @@ func TestStartRestartSamePort(t *testing.T) {
 	}
 	if err := redisserver.Ping(s.Addr); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A TLS server listens with TLS only, on Port, with a certificate its
+// TLSConfig verifies; Do, Shutdown and Restart speak TLS to it.
+func TestStartTLS(t *testing.T) {
+	s := redisserver.StartT(t, redisserver.Options{TLS: true})
+	if s.TLSConfig() == nil || s.CAFile == "" {
+		t.Fatalf("TLSConfig %v, CAFile %q: want both", s.TLSConfig(), s.CAFile)
+	}
+	if r, err := s.Do("CONFIG", "GET", "port"); err != nil || r != "*2" {
+		t.Fatalf("CONFIG GET port: %q, %v", r, err)
+	}
+	c, err := tls.Dial("tcp", s.Addr, s.TLSConfig())
+	if err != nil {
+		t.Fatalf("TLS dial with TLSConfig: %v", err)
+	}
+	c.Close()
+	if err := redisserver.Ping(s.Addr); err == nil {
+		t.Fatal("a plain PING was answered")
+	}
+	if err := s.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Do("PING"); err != nil || r != "+PONG" {
+		t.Fatalf("PING after restart: %q, %v", r, err)
 	}
 }
 

@@ -18,6 +18,28 @@ var (
 	sharedErr  error
 )
 
+// Shared TLS server of this test binary, started by the first call to
+// SharedTLS.
+var (
+	sharedTLSOnce sync.Once
+	sharedTLS     *Server
+	sharedTLSErr  error
+)
+
+// SharedTLS returns the TLS server ([Options.TLS]) shared by the tests of
+// this binary, started on first use with the extra redis-server flags
+// args (the first call's: ACL users, say). It is always one this binary
+// starts, also when REDIS_ADDR is set, and [Main] stops it as it does
+// SharedAddr's. A missing binary skips t, or fails it when CI is set.
+func SharedTLS(t testing.TB, args ...string) *Server {
+	t.Helper()
+	sharedTLSOnce.Do(func() { sharedTLS, sharedTLSErr = Start(Options{TLS: true, Args: args}) })
+	if sharedTLSErr != nil {
+		Fail(t, sharedTLSErr)
+	}
+	return sharedTLS
+}
+
 // SharedAddr returns the address of the Redis server shared by the tests
 // of this binary: REDIS_ADDR when set, otherwise a redis-server started on
 // first use (without persistence, on a free loopback port). A package that
@@ -43,23 +65,27 @@ func External() bool { return os.Getenv("REDIS_ADDR") != "" }
 
 // Main takes the machine-wide lock of the test binaries that start
 // redis-servers ([HoldExclusive]), runs the tests, stops the shared
-// server, if one was started, and releases the lock. Use it as:
+// servers (SharedAddr's and SharedTLS's), if it started them, and releases
+// the lock. Use it as:
 // func TestMain(m *testing.M) { os.Exit(redisserver.Main(m)) }.
 //
 // After tests that passed, it fails the binary when a key without a TTL
-// is left on the shared server it started: every key the library writes
+// is left on a shared server it started: every key the library writes
 // must expire (H2), also the ones a test left behind.
 func Main(m *testing.M) int {
 	HoldExclusive()
 	code := m.Run()
-	if shared != nil {
+	for _, s := range []*Server{shared, sharedTLS} {
+		if s == nil {
+			continue
+		}
 		if code == 0 {
-			if left, err := Persistent(shared.Addr); err != nil || left != "" {
-				fmt.Fprintf(os.Stderr, "redisserver: after the tests, keys without a TTL on the shared server: %q (err %v)\n", left, err)
+			if left, err := persistent(s); err != nil || left != "" {
+				fmt.Fprintf(os.Stderr, "redisserver: after the tests, keys without a TTL on the shared server %s: %q (err %v)\n", s.Addr, left, err)
 				code = 1
 			}
 		}
-		shared.Close()
+		s.Close()
 	}
 	if held != nil {
 		held() // the servers are gone: the next test binary may start its own
@@ -99,7 +125,16 @@ return redis.status_reply(n .. ' ' .. table.concat(out, ' '))`
 // Persistent reports the keys without a TTL on the server at addr: their
 // count and up to ten of them, or "" when every key expires.
 func Persistent(addr string) (string, error) {
-	line, err := Command(addr, "EVAL", persistentScript, "0")
+	return persistentReply(Command(addr, "EVAL", persistentScript, "0"))
+}
+
+// persistent is Persistent of s (over TLS on a TLS server).
+func persistent(s *Server) (string, error) {
+	return persistentReply(s.Do("EVAL", persistentScript, "0"))
+}
+
+// persistentReply reads the reply of persistentScript.
+func persistentReply(line string, err error) (string, error) {
 	if err != nil {
 		return "", err
 	}

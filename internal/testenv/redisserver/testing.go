@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -29,15 +30,37 @@ func HoldExclusive() {
 // collector finalizes it.
 var held func()
 
+// PrefixRoot begins every prefix of [Prefix]: an ACL user of the tests'
+// servers may be limited to the keys and channels that begin with it.
+const PrefixRoot = "test:"
+
+// Parallel sets -test.parallel to n unless the command line gives it: a
+// TestMain calls it before m.Run (or Main). The default, the number of
+// CPUs, would hold the parallel tests of a package to two at a time on a
+// 2-core machine, while the Redis adapters' packages have up to four
+// conformance runs that mostly wait on timers (about 4 s of the test
+// process's CPU in a 30 s run under -race): two rounds of them instead of
+// one.
+func Parallel(n int) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+			fmt.Fprintln(os.Stderr, "redisserver: -test.parallel:", err)
+		}
+	}
+}
+
 // Prefix returns a key prefix unique to this call, so that tests on a shared
-// server never see each other's keys.
+// server never see each other's keys. It begins with PrefixRoot.
 func Prefix(t testing.TB) string {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
 	name := strings.NewReplacer("{", "(", "}", ")", " ", "_").Replace(t.Name())
-	return "test:" + name + ":" + hex.EncodeToString(b[:]) + ":"
+	return PrefixRoot + name + ":" + hex.EncodeToString(b[:]) + ":"
 }
 
 // StartT starts a private redis-server of options o for t (Dir defaults
