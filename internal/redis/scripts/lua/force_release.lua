@@ -28,7 +28,7 @@ local v = redis.call('GET', lock)
 if not v then
   return fail('LOCKNOTHELD', 'the id is not held')
 end
-local current = string.match(v, '^([0-9]+):') or '0'
+local current = lock_fence(v)
 if current ~= fence then
   return fail('LOCKNOTHELD', 'the holder has fence ' .. current .. ', not ' .. fence)
 end

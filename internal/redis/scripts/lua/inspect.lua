@@ -33,7 +33,7 @@ if v then
   if ttl < 0 then ttl = 0 end
   local holder = lock_owner(v)
   if type(holder) ~= 'string' then holder = v end
-  out = {'1', string.match(v, '^([0-9]+):') or '0', string.format('%d', ttl), fp(holder)}
+  out = {'1', lock_fence(v), string.format('%d', ttl), fp(holder)}
 end
 out[5] = string.format('%d', redis.call('ZCOUNT', d, '(' .. now, '+inf'))
 

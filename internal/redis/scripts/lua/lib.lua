@@ -99,6 +99,13 @@ local function lock_owner(v)
   return tok, tonumber(f)
 end
 
+-- lock_fence returns the fence of v, a lock key's value, as the digits it
+-- was written with (exact beyond a Lua number's precision), or '0' for a
+-- value of another shape.
+local function lock_fence(v)
+  return string.match(v, '^([0-9]+):') or '0'
+end
+
 -- FENCE_IDLE is how long, in ms, the fence key of a hash slot lives after
 -- the slot's last grant: an hour. While it lives, fences in the slot
 -- strictly increase even if the server's clock steps back.
@@ -116,6 +123,11 @@ local SET_GET = (tonumber(redis.REDIS_VERSION_NUM) or 0) >= 0x070000
 -- a call that grants many ids (acquire_many) sets it to {} and writes each
 -- key once at its end (fences_flush).
 local fences = false
+
+-- fence_set writes fence as the last fence of the slot whose fence key is f.
+local function fence_set(f, fence)
+  redis.call('SET', f, int(fence), 'PX', FENCE_IDLE_ARG)
+end
 
 -- next_fence records and returns the next fence of the slot whose fence
 -- key is f: the server's clock in microseconds (us, when this step read it
@@ -136,11 +148,11 @@ local function next_fence(f, us)
     last = tonumber(redis.call('SET', f, int(us), 'PX', FENCE_IDLE_ARG, 'GET')) or 0
   else
     last = tonumber(redis.call('GET', f)) or 0
-    if last < us then redis.call('SET', f, int(us), 'PX', FENCE_IDLE_ARG) end
+    if last < us then fence_set(f, us) end
   end
   if last >= us then
     us = last + 1
-    redis.call('SET', f, int(us), 'PX', FENCE_IDLE_ARG)
+    fence_set(f, us)
   end
   return us
 end
@@ -152,7 +164,7 @@ local RELEASE_KEEP = '60000'
 -- fences_flush writes the fences next_fence kept in fences, one SET per key.
 local function fences_flush()
   for f, last in pairs(fences) do
-    redis.call('SET', f, int(last), 'PX', FENCE_IDLE_ARG)
+    fence_set(f, last)
   end
 end
 
