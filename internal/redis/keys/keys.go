@@ -243,11 +243,6 @@ func (k Keyspace) For(id string) ID {
 	return ID{Lock: name(0), Queue: name(1), Deadlines: name(2), Waiters: name(3), Fence: k.Fence(slot), Slot: slot}
 }
 
-// LockValue returns the lock key's value of a lease: "<fence>:<token>".
-func LockValue(fence uint64, token string) string {
-	return strconv.FormatUint(fence, 10) + ":" + token
-}
-
 // ParseLock splits a lock key's value into the lease's token and fence; ok
 // is false for a value of another shape.
 func ParseLock(v string) (token string, fence uint64, ok bool) {

@@ -35,7 +35,7 @@ func Wire(t *testing.T, a Adapter) {
 	}
 
 	b, l := a.Backend(t)
-	l.TakeTrips() // what New sent (rueidis asks for the server's INFO)
+	l.TakeTrips() // what New sent (rueidis checks that the server can serve Tracking)
 	want := "wire protocol version " + other + ` found under prefix "` + a.Keys.Prefix() +
 		`", this process speaks ` + strconv.Itoa(keys.WireVersion) + ": upgrade every process of the prefix together or use another prefix"
 	for i, step := range []func() error{
