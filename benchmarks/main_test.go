@@ -93,8 +93,17 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("bytes left %s: %.0f B per id in keys without a TTL; every key of ours expires", bl.Lib, bl.BytesAfterBound)
 		}
 	}
-	if len(res.Targets) == 0 {
-		t.Error("no targets evaluated")
+	if got, want := len(res.Targets), 3*len(targetTable); got != want {
+		t.Errorf("%d targets evaluated, want %d (every target for each of our 3 Redis adapters)", got, want)
+	}
+	for _, tg := range res.Targets {
+		// The quick run runs every scenario: each target has its figures.
+		if tg.Status != targetMet && tg.Status != targetMissed {
+			t.Errorf("target %s, %q: %s (%s)", tg.Adapter, tg.Target, tg.Status, tg.Measured)
+		}
+	}
+	if !strings.Contains(stdout.String(), "**Targets**") {
+		t.Errorf("the printed tables have no Targets section:\n%s", stdout.String())
 	}
 	if !strings.Contains(stdout.String(), "| ours/go-redis |") {
 		t.Errorf("the printed table has no row for ours/go-redis:\n%s", stdout.String())

@@ -57,16 +57,6 @@ type LibInfo struct {
 	Setting string
 }
 
-// Target is one of the library's performance targets, for one of our
-// adapters.
-type Target struct {
-	Adapter  string
-	Target   string
-	Measured string
-	Met      bool
-	Value    float64
-}
-
 // finish fills the floor's cycle rate and evaluates the targets.
 func finish(res *Results) {
 	res.Floor.CycleFloor = 1e6 / (2 * res.Floor.PingUs)
@@ -87,55 +77,6 @@ func (res *Results) lib(name string) LibInfo {
 	return LibInfo{Name: name}
 }
 
-func (res *Results) isPeer(name string) bool { return !res.lib(name).Ours }
-
-func (res *Results) unc(name string) *Uncontended {
-	for i := range res.Uncontended {
-		if res.Uncontended[i].Lib == name && res.Uncontended[i].Err == "" {
-			return &res.Uncontended[i]
-		}
-	}
-	return nil
-}
-
-// cont returns the contended result with each worker in its own process.
-func (res *Results) cont(name string, holdMs float64) *Contended {
-	for i := range res.Contended {
-		c := &res.Contended[i]
-		if c.Lib == name && c.HoldMs >= holdMs-0.01 && c.HoldMs <= holdMs+0.01 && c.Procs == c.Workers && c.Err == "" {
-			return c
-		}
-	}
-	return nil
-}
-
-func (res *Results) idle(name string, procs int) *Idle {
-	for i := range res.Idle {
-		if res.Idle[i].Lib == name && res.Idle[i].Procs == procs && res.Idle[i].Err == "" {
-			return &res.Idle[i]
-		}
-	}
-	return nil
-}
-
-func (res *Results) many(name string) *Many {
-	for i := range res.Many {
-		if res.Many[i].Lib == name && res.Many[i].Err == "" {
-			return &res.Many[i]
-		}
-	}
-	return nil
-}
-
-func (res *Results) bytesLeft(name string) *BytesLeft {
-	for i := range res.BytesLeft {
-		if res.BytesLeft[i].Lib == name && res.BytesLeft[i].Err == "" {
-			return &res.BytesLeft[i]
-		}
-	}
-	return nil
-}
-
 // boundText is a BytesLeft bound: the longest TTL left, or "-" when no key
 // was left.
 func boundText(secs float64) string {
@@ -143,82 +84,6 @@ func boundText(secs float64) string {
 		return "-"
 	}
 	return (time.Duration(secs * float64(time.Second))).Round(time.Second).String()
-}
-
-// targets evaluates the library's performance targets for each of our
-// Redis adapters.
-func targets(res *Results) []Target {
-	var ts []Target
-	for _, l := range res.Libs {
-		if !l.Ours || l.Name == "ours/memory" {
-			continue
-		}
-		a := l.Name
-		add := func(target string, value float64, met bool, format string, args ...any) {
-			ts = append(ts, Target{Adapter: a, Target: target, Measured: fmt.Sprintf(format, args...), Met: met, Value: value})
-		}
-		if u := res.unc(a); u != nil {
-			add("uncontended >= 0.9x the 2-RTT floor", u.XFloor, u.XFloor >= 0.9, "%.2fx (median of the rounds, each against its own PING; %s cycles/s, the run's floor %s)",
-				u.XFloor, num(u.PerSec), num(res.Floor.CycleFloor))
-			best, bestName := 0.0, ""
-			for _, p := range res.Uncontended {
-				if res.isPeer(p.Lib) && p.Err == "" && p.PerSec > best {
-					best, bestName = p.PerSec, p.Lib
-				}
-			}
-			if best > 0 {
-				add("uncontended ahead of every peer", u.PerSec/best, u.PerSec > best, "%.2fx the fastest peer (%s, %s cycles/s)", u.PerSec/best, bestName, num(best))
-			}
-		}
-		if c := res.cont(a, 1); c != nil {
-			add("contended (8 workers, hold 1 ms) >= 0.9x the floor", c.XFloor, c.XFloor >= 0.9, "%.2fx (median of the rounds; %s acq/s, the run's floor 1/(hold %.0f µs + 2 RTT) = %s)",
-				c.XFloor, num(c.PerSec), c.MeanHoldUs, num(c.Floor))
-			add("contended p99 wait <= 10 ms", c.WaitP99Ms, c.WaitP99Ms <= 10, "%.1f ms (p50 %.1f, max %.1f)", c.WaitP99Ms, c.WaitP50Ms, c.WaitMaxMs)
-			add("contended min/max acquisitions per worker >= 0.9", c.Fairness, c.Fairness >= 0.9, "%.2f (%d/%d)", c.Fairness, c.MinPerWorker, c.MaxPerWorker)
-			add("<= 3 client commands per contended acquisition", c.ClientCmds, c.ClientCmds <= 3.0001, "%.2f (%s)", c.ClientCmds, topCommands(c.Cost, c.Acquisitions))
-			var parts []string
-			met, any := true, false
-			worst := 0.0
-			for _, peer := range []string{"rueidislock", "rueidislock/tuned"} {
-				if p := res.cont(peer, 1); p != nil && p.ServerCPUUs > 0 {
-					r := c.ServerCPUUs / p.ServerCPUUs
-					any = true
-					met = met && r <= 0.5
-					worst = math.Max(worst, r)
-					parts = append(parts, fmt.Sprintf("%.2fx %s's %.0f µs", r, peer, p.ServerCPUUs))
-				}
-			}
-			if any {
-				add("Redis CPU per contended acquisition <= 0.5x rueidislock's", worst, met, "%.0f µs: %s", c.ServerCPUUs, strings.Join(parts, ", "))
-			}
-		}
-		if c := res.cont(a, 0); c != nil {
-			best, bestName, bestFair := 0.0, "", 0.0
-			for _, p := range res.Contended {
-				if res.isPeer(p.Lib) && p.Err == "" && p.HoldMs == 0 && p.Procs == p.Workers && p.PerSec > best {
-					best, bestName, bestFair = p.PerSec, p.Lib, p.Fairness
-				}
-			}
-			if best > 0 {
-				add("hold 0 ahead of every peer, staying FIFO", c.PerSec/best, c.PerSec > best, "%.2fx the fastest peer (%s, %s acq/s, min/max %.2f); ours min/max %.2f",
-					c.PerSec/best, bestName, num(best), bestFair, c.Fairness)
-			}
-		}
-		for _, procs := range []int{res.Meta.Config.IdleWaiters, 1} {
-			if i := res.idle(a, procs); i != nil {
-				add(fmt.Sprintf("idle <= 0.05 commands/s per waiter (%d waiters in %d process(es))", i.Waiters, procs), i.ClientCmdsPerSec, i.ClientCmdsPerSec <= 0.05,
-					"%.3f (%s)", i.ClientCmdsPerSec, topCommands(i.Cost, 0))
-			}
-		}
-		if m := res.many(a); m != nil {
-			add(fmt.Sprintf("AcquireMany of %d free ids >= 20x a loop of Acquire", m.N), m.Ratio, m.Ratio >= 20, "%.1fx (%.3f s vs %.3f s)", m.Ratio, m.ManySeconds, m.LoopSeconds)
-		}
-		if bl := res.bytesLeft(a); bl != nil {
-			add("bytes left on the server per distinct id locked once, after the idle bound = 0", bl.BytesAfterBound, bl.BytesAfterBound == 0,
-				"%.0f B/id (%.0f B/id in %.2f keys/id right after, all gone within %s)", bl.BytesAfterBound, bl.BytesPerID, bl.KeysPerID, boundText(bl.BoundSeconds))
-		}
-	}
-	return ts
 }
 
 // topCommands lists the client-visible commands of a window (commandstats
@@ -438,24 +303,41 @@ func markdown(res *Results) string {
 		}
 		b.WriteString("\n")
 	}
-	if len(res.Targets) > 0 {
-		b.WriteString("**Targets** (the library's performance targets; ratios from this run):\n\n")
-		t.headAlign(map[int]bool{1: true, 2: true}, "adapter", "target", "measured", "met")
-		for _, tg := range res.Targets {
-			met := "yes"
-			if !tg.Met {
-				met = "**no**"
-			}
-			t.row(tg.Adapter, tg.Target, tg.Measured, met)
-		}
-		b.WriteString("\n")
-	}
+	writeTargets(&b, res)
 	b.WriteString("Libraries and settings:\n\n")
 	t.headAlign(map[int]bool{1: true}, "library", "setting")
 	for _, l := range res.Libs {
 		t.row(l.Name, l.Setting)
 	}
 	return b.String()
+}
+
+// writeTargets writes the Targets section: every target for every Redis
+// adapter of ours, met, missed or not measured.
+func writeTargets(b *strings.Builder, res *Results) {
+	if len(res.Targets) == 0 {
+		return
+	}
+	count := map[string]int{}
+	for _, tg := range res.Targets {
+		count[tg.Status]++
+	}
+	quick := ""
+	if res.Meta.Quick {
+		quick = " A quick run's figures say nothing about the targets."
+	}
+	fmt.Fprintf(b, "**Targets** (issue 25's, per adapter of ours, from this run's figures; ratios within this run): %d met, %d missed, %d not measured "+
+		"(a scenario the run left out or that failed).%s\n\n", count[targetMet], count[targetMissed], count[targetNotMeasured], quick)
+	t := mdTable{b}
+	t.headAlign(map[int]bool{1: true, 3: true, 4: true, 5: true}, "adapter", "target", "value", "wanted", "status", "from")
+	for _, tg := range res.Targets {
+		v := "-"
+		if tg.Status != targetNotMeasured {
+			v = fmtTargetValue(tg.Value, tg.Unit)
+		}
+		t.row(tg.Adapter, tg.Target, v, tg.Op+" "+fmtThreshold(tg.Threshold, tg.Unit), tg.Status, strings.ReplaceAll(tg.Measured, "|", "/"))
+	}
+	b.WriteString("\n")
 }
 
 func holdLabel(ms float64) string {
@@ -539,6 +421,18 @@ func csvRows(res *Results) []csvRow {
 	for _, m := range res.Many {
 		rows = append(rows, csvRow{"acquiremany", m.Lib, m.Err, []metric{
 			{"n", float64(m.N)}, {"many_s", m.ManySeconds}, {"loop_s", m.LoopSeconds}, {"loop_over_many", m.Ratio},
+		}})
+	}
+	for _, tg := range res.Targets {
+		if tg.Status == targetNotMeasured {
+			continue
+		}
+		met := 0.0
+		if tg.Status == targetMet {
+			met = 1
+		}
+		rows = append(rows, csvRow{"target: " + tg.Target, tg.Adapter, "", []metric{
+			{"value", tg.Value}, {"threshold", tg.Threshold}, {"met", met},
 		}})
 	}
 	for _, bl := range res.BytesLeft {
