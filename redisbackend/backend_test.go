@@ -271,7 +271,7 @@ func TestHeartbeat(t *testing.T) {
 	mustAcquire(t, b, req("h1", "B", true))
 	mustAcquire(t, b, req("h1", "C", true))
 	mustAcquire(t, b, req("h2", "X", true)) // free: granted, not queued
-	before := e.raw.ZScore(ctx, b.keyNames("h1").Deadlines, "C").Val()
+	before := waiterDeadline(e, b.keyNames("h1"), "C")
 	ws := []backend.Waiter{wt("h1", "C"), wt("h2", "X"), wt("h1", "B"), wt("h1", "nobody")}
 	res, err := b.Heartbeat(ctx, ws, time.Hour)
 	if err != nil {
@@ -281,7 +281,7 @@ func TestHeartbeat(t *testing.T) {
 	if fmt.Sprint(res) != fmt.Sprint(want) {
 		t.Fatalf("heartbeat = %+v, want %+v", res, want)
 	}
-	after := e.raw.ZScore(ctx, b.keyNames("h1").Deadlines, "C").Val()
+	after := waiterDeadline(e, b.keyNames("h1"), "C")
 	if after < before+float64(50*time.Minute/time.Millisecond) {
 		t.Fatalf("C's deadline %v -> %v: not refreshed to now+1h", before, after)
 	}
@@ -341,13 +341,13 @@ func TestPurgeEveryExpiredWaiter(t *testing.T) {
 		}
 		mustAcquire(t, b, req(id, "live", true)) // 10s waiter TTL
 		setupEnd := float64(e.serverMillis())
-		deadlines := e.raw.ZRangeWithScores(ctx, k.Deadlines, 0, -1).Val()
+		deadlines := e.raw.HGetAll(ctx, k.Waiters).Val()
 		earliestDead := math.Inf(1)
 		latestDead = 0
-		for _, z := range deadlines {
-			if strings.HasPrefix(z.Member.(string), "dead-") {
-				earliestDead = min(earliestDead, z.Score)
-				latestDead = max(latestDead, z.Score)
+		for tok, v := range deadlines {
+			if w, ok := keys.ParseWaiter(v); ok && strings.HasPrefix(tok, "dead-") {
+				earliestDead = min(earliestDead, float64(w.Deadline))
+				latestDead = max(latestDead, float64(w.Deadline))
 			}
 		}
 		if len(deadlines) == dead+1 && setupEnd < earliestDead {
@@ -376,8 +376,8 @@ func TestPurgeEveryExpiredWaiter(t *testing.T) {
 	if got := e.raw.ZRange(ctx, k.Queue, 0, -1).Val(); len(got) != 1 || got[0] != "live" {
 		t.Fatalf("queue after purging = %v, want only the live waiter", got)
 	}
-	if got := e.raw.ZRange(ctx, k.Deadlines, 0, -1).Val(); len(got) != 1 || got[0] != "live" {
-		t.Fatalf("deadlines after purging = %v, want only the live waiter", got)
+	if got := e.raw.HKeys(ctx, k.Waiters).Val(); len(got) != 1 || got[0] != "live" {
+		t.Fatalf("waiter records after purging = %v, want only the live waiter's", got)
 	}
 	if err := b.Release(ctx, id, "holder"); err != nil {
 		t.Fatal(err)
@@ -398,7 +398,7 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	dead.WaiterTTL = 20 * time.Millisecond
 	mustAcquire(t, b, dead)
 	mustAcquire(t, b, req("d", "live", true))
-	deadline := e.raw.ZScore(ctx, k.Deadlines, "dead").Val()
+	deadline := waiterDeadline(e, k, "dead")
 	testkit.Eventually(t, adaptertest.Deadline, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
 	if err := b.Release(ctx, "d", "A"); err != nil {
 		t.Fatal(err)
@@ -412,7 +412,7 @@ func TestDeadHeadIsPurgedAndNextWoken(t *testing.T) {
 	mustAcquire(t, b, req("d", "live", true)) // live takes it
 	mustAcquire(t, b, dead)                   // dead-2 (same token) queues again
 	mustAcquire(t, b, req("d", "next", true))
-	deadline = e.raw.ZScore(ctx, k.Deadlines, "dead").Val()
+	deadline = waiterDeadline(e, k, "dead")
 	// Free the lock behind the queue's back, as an expiry would.
 	e.raw.Del(ctx, k.Lock)
 	testkit.Eventually(t, adaptertest.Deadline, "the dead waiter's deadline passes", func() bool { return float64(e.serverMillis()) > deadline })
@@ -468,8 +468,8 @@ func TestTTLOnEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := e.keysOf(escapeForTest(e.prefix))
-	if len(all) != 4*len(ids)-3 {
-		t.Fatalf("keys = %v, want lock, q, dl, w for held ids and lock for the one handed off to B", all)
+	if len(all) != 3*len(ids)-2 {
+		t.Fatalf("keys = %v, want lock, q, w for held ids and lock for the one handed off to B", all)
 	}
 	ks, _ := keys.New(e.prefix)
 	for key, pttl := range all {
@@ -549,7 +549,7 @@ func TestDeadEntryBeyondLimitStaysDead(t *testing.T) {
 		short.Token = tok
 		tickets[tok] = mustAcquire(t, b, short).Ticket
 	}
-	last := e.raw.ZScore(ctx, k.Deadlines, "d4").Val()
+	last := waiterDeadline(e, k, "d4")
 	testkit.Eventually(t, adaptertest.Deadline, "every short deadline passes", func() bool { return float64(e.serverMillis()) > last })
 	// One purge per step (d1); d3 is dead although still in the sets.
 	res, err := b.Heartbeat(ctx, []backend.Waiter{wt("z", "d3")}, time.Minute)
@@ -609,4 +609,11 @@ func owner(v string) string {
 		return tok
 	}
 	return v
+}
+
+// waiterDeadline returns token's deadline (ms of the server's clock) in
+// the waiter records of k, or 0 when it has none.
+func waiterDeadline(e *env, k keys.ID, token string) float64 {
+	w, _ := keys.ParseWaiter(e.raw.HGet(ctx, k.Waiters, token).Val())
+	return float64(w.Deadline)
 }

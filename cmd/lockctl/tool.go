@@ -104,7 +104,7 @@ func (t *tool) exists(id string) (bool, error) {
 	k := t.ks.For(id)
 	ctx, cancel := t.callCtx()
 	defer cancel()
-	n, err := t.client.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Waiters, k.Fence).Result()
+	n, err := t.client.Exists(ctx, k.Lock, k.Queue, k.Waiters, k.Fence).Result()
 	return n > 0, err
 }
 

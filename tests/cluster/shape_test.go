@@ -54,7 +54,7 @@ func TestKeySlotAgrees(t *testing.T) {
 	ks, _ := keys.New("t:")
 	for i, id := range []string{"order-42", "a{b}c", "%7B", "}{:lock", "\xff\x00", "x"} {
 		k := ks.For(id)
-		for _, key := range []string{k.Lock, k.Queue, k.Deadlines, k.Waiters, k.Fence, ks.Released(k.Slot, 1), ks.Wire(), fmt.Sprint("plain", i)} {
+		for _, key := range []string{k.Lock, k.Queue, k.Waiters, k.Fence, ks.Released(k.Slot, 1), ks.Wire(), fmt.Sprint("plain", i)} {
 			got, err := c.Do(ctx, c.Nodes[0].Addr, "CLUSTER", "KEYSLOT", key)
 			if err != nil {
 				t.Fatal(err)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -54,14 +55,16 @@ func TestWireCheckOncePerRefresh(t *testing.T) {
 // marker holds this version.
 func TestWireCheckRefusesAnotherVersion(t *testing.T) {
 	s, f := newFake(t, false, Reply{})
-	f.wire = Reply{Err: errors.New("LOCKWIRE 3")}
+	other := strconv.Itoa(keys.WireVersion + 1)
+	f.wire = Reply{Err: errors.New("LOCKWIRE " + other)}
 	for i := 1; i <= 2; i++ {
 		err := extend(s)
 		var we *WireError
 		if !errors.As(err, &we) || !fallback.Unsent(err) || errors.Is(err, backend.ErrNotHeld) {
 			t.Fatalf("step %d = %v (kind %v), want an unsent *WireError", i, err, backend.KindOf(err))
 		}
-		want := `test: wire protocol version 3 found under prefix "lock:", this process speaks 2: upgrade every process of the prefix together or use another prefix`
+		want := `test: wire protocol version ` + other + ` found under prefix "lock:", this process speaks ` +
+			strconv.Itoa(keys.WireVersion) + `: upgrade every process of the prefix together or use another prefix`
 		if err.Error() != want {
 			t.Fatalf("error %q,\nwant  %q", err, want)
 		}

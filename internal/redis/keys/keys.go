@@ -59,15 +59,12 @@ const (
 	// ticket). TTL: at least 3 waiter TTLs after the last enqueue or
 	// heartbeat; gone once empty.
 	SuffixQueue = "q"
-	// SuffixDeadlines names the waiter deadlines: a sorted set of waiter
-	// tokens scored by deadline (milliseconds of the server's clock). TTL:
-	// as the queue's.
-	SuffixDeadlines = "dl"
 	// SuffixWaiters names the waiter records: a hash of waiter token ->
-	// "<lease TTL in ms>:<inbox>", the lease TTL a queued waiter asked for
-	// and where its wake-ups go: its process's inbox, its kind first ("P"
-	// PUBLISH, "S" SPUBLISH, "K" RPUSH to a key). A token has a record
-	// exactly while it is queued. TTL: as the queue's.
+	// "<deadline>:<lease TTL in ms>:<inbox>": the waiter's deadline
+	// (milliseconds of the server's clock; dead from then on), the lease
+	// TTL it asked for, and where its wake-ups go: its process's inbox, its
+	// kind first ("P" PUBLISH, "S" SPUBLISH, "K" RPUSH to a key). A token
+	// has a record exactly while it is queued. TTL: as the queue's.
 	SuffixWaiters = "w"
 )
 
@@ -203,19 +200,18 @@ func (k Keyspace) Prefix() string { return k.prefix }
 // to the same slot: the id's keys carry its hash tag, and Fence the tag of
 // that slot.
 type ID struct {
-	Lock      string // string: "<fence>:<owner token>", TTL = the lease
-	Queue     string // zset: waiter token -> ticket
-	Deadlines string // zset: waiter token -> deadline in ms of the server's clock
-	Waiters   string // hash: waiter token -> "<lease TTL in ms>:<inbox>"
-	Fence     string // string: the slot's last fence (see Keyspace.Fence)
-	Slot      int    // the hash slot of every key above
+	Lock    string // string: "<fence>:<owner token>", TTL = the lease
+	Queue   string // zset: waiter token -> ticket
+	Waiters string // hash: waiter token -> "<deadline ms>:<lease TTL in ms>:<inbox>" (see ParseWaiter)
+	Fence   string // string: the slot's last fence (see Keyspace.Fence)
+	Slot    int    // the hash slot of every key above
 }
 
 // For returns the key names of id. The names of the id's own keys share
 // one allocation: every step builds them.
 func (k Keyspace) For(id string) ID {
 	enc := Encode(id)
-	suffixes := [...]string{SuffixLock, SuffixQueue, SuffixDeadlines, SuffixWaiters}
+	suffixes := [...]string{SuffixLock, SuffixQueue, SuffixWaiters}
 	n := 0
 	for _, s := range suffixes {
 		n += len(k.prefix) + len(enc) + 3 + len(s)
@@ -240,7 +236,7 @@ func (k Keyspace) For(id string) ID {
 		return all[start:end[i]]
 	}
 	slot := Slot(name(0))
-	return ID{Lock: name(0), Queue: name(1), Deadlines: name(2), Waiters: name(3), Fence: k.Fence(slot), Slot: slot}
+	return ID{Lock: name(0), Queue: name(1), Waiters: name(2), Fence: k.Fence(slot), Slot: slot}
 }
 
 // ParseLock splits a lock key's value into the lease's token and fence; ok
@@ -255,6 +251,41 @@ func ParseLock(v string) (token string, fence uint64, ok bool) {
 		return "", 0, false
 	}
 	return token, fence, true
+}
+
+// Waiter is a waiter record, the value of a token's field in the
+// waiter records (ID.Waiters).
+type Waiter struct {
+	Deadline int64  // ms of the server's clock; the waiter is dead from then on
+	TTL      int64  // the lease TTL it asked for, in ms
+	Inbox    string // where its wake-ups go: kind byte, then name
+}
+
+// String returns w as the scripts write it: "<deadline>:<ttl>:<inbox>".
+func (w Waiter) String() string {
+	return strconv.FormatInt(w.Deadline, 10) + ":" + strconv.FormatInt(w.TTL, 10) + ":" + w.Inbox
+}
+
+// ParseWaiter parses a waiter record; ok is false for a value of another
+// shape (which the scripts count as a dead waiter).
+func ParseWaiter(v string) (w Waiter, ok bool) {
+	d, rest, found := strings.Cut(v, ":")
+	if !found {
+		return w, false
+	}
+	t, inbox, found := strings.Cut(rest, ":")
+	if !found {
+		return w, false
+	}
+	deadline, err := strconv.ParseInt(d, 10, 64)
+	if err != nil || deadline < 0 {
+		return w, false
+	}
+	ttl, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || ttl < 1 {
+		return w, false
+	}
+	return Waiter{Deadline: deadline, TTL: ttl, Inbox: inbox}, true
 }
 
 // Fence returns the fence key of a hash slot: "<prefix>fence:{<SlotTag(slot)>}"

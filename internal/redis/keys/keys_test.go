@@ -69,12 +69,11 @@ func TestPrefix(t *testing.T) {
 	got := k.For("a{b}")
 	slot := Slot("{a%7Bb%7D}")
 	want := ID{
-		Lock:      "app:locks:{a%7Bb%7D}:lock",
-		Queue:     "app:locks:{a%7Bb%7D}:q",
-		Deadlines: "app:locks:{a%7Bb%7D}:dl",
-		Waiters:   "app:locks:{a%7Bb%7D}:w",
-		Fence:     "app:locks:fence:{" + SlotTag(slot) + "}",
-		Slot:      slot,
+		Lock:    "app:locks:{a%7Bb%7D}:lock",
+		Queue:   "app:locks:{a%7Bb%7D}:q",
+		Waiters: "app:locks:{a%7Bb%7D}:w",
+		Fence:   "app:locks:fence:{" + SlotTag(slot) + "}",
+		Slot:    slot,
 	}
 	if got != want {
 		t.Errorf("For = %+v, want %+v", got, want)
@@ -144,7 +143,7 @@ func FuzzEncode(f *testing.F) {
 			t.Fatalf("New(%q): %v", prefix, err)
 		}
 		ks := k.For(id)
-		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Waiters} {
+		for _, key := range []string{ks.Lock, ks.Queue, ks.Waiters} {
 			if tag := hashTag(key); tag != enc {
 				t.Fatalf("hash tag of %q = %q, want %q", key, tag, enc)
 			}
@@ -202,7 +201,7 @@ func TestSlot(t *testing.T) {
 	for _, id := range []string{"order-42", "", "a{b}c", "%7B", "}{:lock"} {
 		ks := k.For(id)
 		want := SlotOf(id)
-		for _, key := range []string{ks.Lock, ks.Queue, ks.Deadlines, ks.Waiters, ks.Fence, k.Released(ks.Slot, 7)} {
+		for _, key := range []string{ks.Lock, ks.Queue, ks.Waiters, ks.Fence, k.Released(ks.Slot, 7)} {
 			if got := Slot(key); got != want {
 				t.Errorf("Slot(%q) = %d, want SlotOf(%q) = %d", key, got, id, want)
 			}

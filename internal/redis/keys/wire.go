@@ -9,10 +9,11 @@ import "time"
 // whose marker ([SuffixWire]) holds another version. Version 1 is the
 // first versioned protocol; version 2 moved the fence into the lock key's
 // value and the slot's fence key, and the release marks into the slot's
-// release records. Until the module's v1.0.0 it may change
+// release records; version 3 moved the waiters' deadlines into their
+// records (no "dl" key). Until the module's v1.0.0 it may change
 // between minor versions; every change that an older process would
 // misread raises it.
-const WireVersion = 2
+const WireVersion = 3
 
 // SuffixWire names the prefix's wire marker, right after the prefix:
 // "<prefix>wire", a string holding the wire protocol version of the

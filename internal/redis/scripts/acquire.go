@@ -19,7 +19,7 @@ func (c Consts) Acquire(k keys.ID, req backend.AcquireRequest, inbox string) (ke
 	if req.Wait {
 		wait, wttl = "1", Millis(req.WaiterTTL)
 	}
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters},
+	return []string{k.Lock, k.Queue, k.Fence, k.Waiters},
 		[]string{req.Token, Millis(req.TTL), wait, wttl, c.maxWaiters, c.purgeLimit, c.pub, inbox}
 }
 

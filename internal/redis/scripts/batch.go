@@ -60,12 +60,12 @@ func GroupAcquires(reqs []backend.AcquireRequest, bySlot bool, limit int) []*Acq
 // whose requesters' wake-ups go to inbox while they are queued (see
 // InboxAddress).
 func (c Consts) AcquireMany(ks keys.Keyspace, g *AcquireGroup, inbox string) (keys, args []string) {
-	keys = make([]string, 0, 5*len(g.Reqs))
+	keys = make([]string, 0, 4*len(g.Reqs))
 	args = make([]string, 0, 4+4*len(g.Reqs))
 	args = append(args, c.maxWaiters, c.purgeLimit, c.pub, inbox)
 	for _, r := range g.Reqs {
 		k := ks.For(r.ID)
-		keys = append(keys, k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters)
+		keys = append(keys, k.Lock, k.Queue, k.Fence, k.Waiters)
 		wait, wttl := "0", "0"
 		if r.Wait {
 			wait, wttl = "1", Millis(r.WaiterTTL)

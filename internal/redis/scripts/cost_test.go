@@ -87,8 +87,8 @@ return {0, 0, 0, 0, 0, 0, 0}`)
 local v = redis.call('GET', KEYS[1])
 if not v or string.match(v, '^[0-9]+:(.*)$') ~= ARGV[1] then return redis.error_reply('LOCKNOTHELD') end
 redis.call('DEL', KEYS[1])
-redis.call('SADD', KEYS[6], ARGV[4])
-redis.call('PEXPIRE', KEYS[6], '60000')
+redis.call('SADD', KEYS[5], ARGV[4])
+redis.call('PEXPIRE', KEYS[5], '60000')
 redis.call('EXISTS', KEYS[2])
 return 1`)
 	// pair is a cycle of acquire and release scripts with cs's arguments.

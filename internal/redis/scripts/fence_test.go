@@ -58,7 +58,7 @@ func TestFencesNeverGoBack(t *testing.T) {
 	for range 100 {
 		next("back-to-back grants")
 	}
-	c.Del(ctx, k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters)
+	c.Del(ctx, k.Lock, k.Queue, k.Fence, k.Waiters)
 	next("after the id's keys were deleted")
 	deadline := time.Now().Add(10 * time.Second)
 	for c.Exists(ctx, k.Fence).Val() == 1 {

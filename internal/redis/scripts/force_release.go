@@ -13,6 +13,6 @@ var ForceRelease = load("force_release")
 
 // ForceReleaseCall returns the KEYS and ARGV of force_release.
 func ForceReleaseCall(k keys.ID, fence uint64, purgeLimit int, pub Publish) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters},
+	return []string{k.Lock, k.Queue, k.Fence, k.Waiters},
 		[]string{strconv.FormatUint(fence, 10), strconv.Itoa(purgeLimit), string(pub)}
 }

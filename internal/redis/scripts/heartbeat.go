@@ -18,7 +18,7 @@ func (c Consts) Heartbeat(k keys.ID, tokens []string, waiterTTL time.Duration) (
 	args = make([]string, 0, 3+len(tokens))
 	args = append(args, Millis(waiterTTL), c.purgeLimit, c.pub)
 	args = append(args, tokens...)
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters}, args
+	return []string{k.Lock, k.Queue, k.Fence, k.Waiters}, args
 }
 
 // HeartbeatGroup is one heartbeat script call: the waiters of one id (at

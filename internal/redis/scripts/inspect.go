@@ -23,7 +23,7 @@ const InspectScan = 1000
 // to 0..backend.MaxInspectWaiters.
 func InspectCall(k keys.ID, maxWaiters int) (keys, args []string) {
 	maxWaiters = max(0, min(maxWaiters, backend.MaxInspectWaiters))
-	return []string{k.Lock, k.Queue, k.Deadlines},
+	return []string{k.Lock, k.Queue, k.Waiters},
 		[]string{strconv.Itoa(maxWaiters), strconv.Itoa(InspectScan)}
 }
 

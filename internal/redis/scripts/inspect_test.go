@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redislocker/lock/backend"
 )
 
@@ -45,13 +43,8 @@ func (o *opsScripts) state() string {
 	var b strings.Builder
 	b.WriteString(o.c.Get(ctx, o.k.Lock).Val())
 	b.WriteString("|fence=" + o.c.Get(ctx, o.k.Fence).Val())
-	for _, z := range [][]redis.Z{
-		o.c.ZRangeWithScores(ctx, o.k.Queue, 0, -1).Val(),
-		o.c.ZRangeWithScores(ctx, o.k.Deadlines, 0, -1).Val(),
-	} {
-		for _, m := range z {
-			b.WriteString("|" + m.Member.(string))
-		}
+	for _, m := range o.c.ZRangeWithScores(ctx, o.k.Queue, 0, -1).Val() {
+		b.WriteString("|" + m.Member.(string))
 	}
 	h := o.c.HGetAll(ctx, o.k.Waiters).Val()
 	for _, f := range slices.Sorted(maps.Keys(h)) {
@@ -62,7 +55,6 @@ func (o *opsScripts) state() string {
 
 func TestInspectScript(t *testing.T) {
 	o := newOps(t, "id")
-	ctx := context.Background()
 	if in := o.inspect(10); in.Held || in.QueueLen != 0 || len(in.Waiters) != 0 {
 		t.Fatalf("free id: %+v, want nothing", in)
 	}
@@ -71,9 +63,7 @@ func TestInspectScript(t *testing.T) {
 		o.acquire(w, true)
 	}
 	// DEAD's deadline passes; nothing purged it yet.
-	if err := o.c.ZAdd(ctx, o.k.Deadlines, redis.Z{Score: 1, Member: "DEAD"}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	o.kill("DEAD")
 	_, fence := o.holder()
 	before := o.state()
 	in := o.inspect(2)
@@ -100,14 +90,14 @@ func TestInspectScript(t *testing.T) {
 			t.Fatalf("waiter deadline %v, want in (0, 1m]", w.Deadline)
 		}
 	}
-	if s := o.eval(Inspect, []string{o.k.Lock, o.k.Queue, o.k.Deadlines}, []string{"10", "10"}).String(); strings.Contains(s, "W1") || strings.Contains(s, " H ") {
+	if s := o.eval(Inspect, []string{o.k.Lock, o.k.Queue, o.k.Waiters}, []string{"10", "10"}).String(); strings.Contains(s, "W1") || strings.Contains(s, " H ") {
 		t.Fatalf("the reply carries a token: %s", s)
 	}
 	if n := len(o.inspect(500).Waiters); n != 3 {
 		t.Fatalf("inspect(500) listed %d waiters, want 3 (the cap is %d)", n, backend.MaxInspectWaiters)
 	}
 	for _, bad := range [][]string{{"101", "10"}, {"-1", "10"}, {"x", "10"}, {"1", "0"}, {"1"}} {
-		err := o.eval(Inspect, []string{o.k.Lock, o.k.Queue, o.k.Deadlines}, bad).Err()
+		err := o.eval(Inspect, []string{o.k.Lock, o.k.Queue, o.k.Waiters}, bad).Err()
 		if err == nil || ErrorCode(err.Error()) != CodeBadArg {
 			t.Errorf("inspect %v: %v, want LOCKBADARG", bad, err)
 		}

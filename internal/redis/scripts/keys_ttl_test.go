@@ -154,7 +154,7 @@ func TestSlotKeysTTL(t *testing.T) {
 		t.Fatalf("lock holder %q after H's release, want W (a hand-off)", w)
 	}
 	fenceTTL("a hand-off", f)
-	rec := rk[5]
+	rec := rk[4]
 	if d := o.c.PTTL(ctx, rec).Val(); d <= 0 || d > keys.ReleaseKeep {
 		t.Fatalf("release record PTTL %v, want within (0, %v]", d, keys.ReleaseKeep)
 	}

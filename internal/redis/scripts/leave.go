@@ -8,5 +8,5 @@ var Leave = load("leave")
 
 // Leave returns the KEYS and ARGV of leave.
 func (c Consts) Leave(k keys.ID, token string) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters}, []string{token, c.purgeLimit, c.pub}
+	return []string{k.Lock, k.Queue, k.Fence, k.Waiters}, []string{token, c.purgeLimit, c.pub}
 }

@@ -11,5 +11,5 @@ var Release = load("release")
 // caller's current period and the one before it, and mark is the
 // release's keys.ReleaseMark.
 func (c Consts) Release(k keys.ID, token, mark, now, before string) (keys, args []string) {
-	return []string{k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters, now, before}, []string{token, c.purgeLimit, c.pub, mark}
+	return []string{k.Lock, k.Queue, k.Fence, k.Waiters, now, before}, []string{token, c.purgeLimit, c.pub, mark}
 }

@@ -87,7 +87,7 @@ func TestReleaseResentAfterOthers(t *testing.T) {
 	// A's record, sent in the next period (its record is the one before)
 	// and two periods later (gone from both).
 	p := keys.Period(time.Now())
-	if ak[5] != o.ks.Released(o.k.Slot, p) {
+	if ak[4] != o.ks.Released(o.k.Slot, p) {
 		p-- // the period turned since A's release
 	}
 	mark := keys.ReleaseMark(o.id, "A")
@@ -175,7 +175,7 @@ func TestReleaseRecordsArePerID(t *testing.T) {
 		t.Fatalf("T's release of %s: %v", o.id, err)
 	}
 	yk, ya := y.releaseCall(cs, "T")
-	if yk[5] != xk[5] || yk[6] != xk[6] {
+	if yk[4] != xk[4] || yk[5] != xk[5] {
 		t.Fatalf("the release records of %s (%v) and %s (%v) differ, want the slot's", o.id, xk[5:7], y.id, yk[5:7])
 	}
 	notHeld(t, "T's release of "+y.id+", never held, after its release of "+o.id, y.releaseErr(yk, ya))

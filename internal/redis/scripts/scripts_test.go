@@ -153,7 +153,7 @@ func TestScriptsValidateArgv(t *testing.T) {
 			t.Errorf("%s: got %v, want a LOCKBADARG error reply", tc.name, err)
 		}
 	}
-	if n := c.Exists(ctx, k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters, relKeys[5], relKeys[6], ks.Wire()).Val(); n != 0 {
+	if n := c.Exists(ctx, k.Lock, k.Queue, k.Fence, k.Waiters, relKeys[4], relKeys[5], ks.Wire()).Val(); n != 0 {
 		t.Fatalf("bad input wrote %d keys", n)
 	}
 	// The good arguments pass validation.
@@ -281,7 +281,7 @@ func TestShardedNeedsRedis7(t *testing.T) {
 	kk, a = NewConsts(10, 10, Classic).Acquire(k, req, sharded)
 	add("an acquire with a sharded inbox", Acquire, kk, a)
 	kk, a = releaseCall(NewConsts(10, 10, Sharded), ks, "id", "T")
-	rel := kk[5:7]
+	rel := kk[4:6]
 	add("a release with SPUBLISH", Release, kk, a)
 	for _, cl := range calls {
 		err := c.Eval(ctx, cl.script.Source, cl.keys, anys(cl.args)...).Err()

@@ -84,6 +84,28 @@ func newOps(t *testing.T, id string) *opsScripts {
 	return &opsScripts{t: t, c: c, id: id, ks: ks, k: ks.For(id), inbox: ks.Inbox("t", -1)}
 }
 
+// kill makes token's waiter record say that its deadline has passed (as
+// if its process stopped heartbeating long ago); nothing purges it.
+func (o *opsScripts) kill(token string) {
+	o.t.Helper()
+	ctx := context.Background()
+	w, ok := keys.ParseWaiter(o.c.HGet(ctx, o.k.Waiters, token).Val())
+	if !ok {
+		o.t.Fatalf("kill(%s): no waiter record", token)
+	}
+	w.Deadline = 1
+	if err := o.c.HSet(ctx, o.k.Waiters, token, w.String()).Err(); err != nil {
+		o.t.Fatal(err)
+	}
+}
+
+// deadline returns token's deadline in its waiter record, or 0 when it
+// has none.
+func (o *opsScripts) deadline(token string) int64 {
+	w, _ := keys.ParseWaiter(o.c.HGet(context.Background(), o.k.Waiters, token).Val())
+	return w.Deadline
+}
+
 // releaseCall returns the KEYS and ARGV of release of token on id, as the
 // engine builds them: the release records of the id's slot for the
 // current period of the local clock and the one before, and the release's

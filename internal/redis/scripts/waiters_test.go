@@ -2,10 +2,9 @@ package scripts
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redislocker/lock/backend"
 )
@@ -27,16 +26,22 @@ func (o *opsScripts) acquireTTL(token string, ttl time.Duration, wait bool) back
 	return g
 }
 
-// records returns the waiter records of the test's id.
+// records returns the waiter records of the test's id, without their
+// deadlines: "<lease TTL ms>:<inbox>" per token.
 func (o *opsScripts) records() map[string]string {
-	return o.c.HGetAll(context.Background(), o.k.Waiters).Val()
+	out := map[string]string{}
+	for tok, v := range o.c.HGetAll(context.Background(), o.k.Waiters).Val() {
+		_, rest, _ := strings.Cut(v, ":")
+		out[tok] = rest
+	}
+	return out
 }
 
-// A queued token has a waiter record ("<lease TTL ms>:<inbox>") exactly
+// A queued token has a waiter record ("<deadline>:<lease TTL ms>:<inbox>") exactly
 // while it is in the queue: written by the enqueue, rewritten by a
-// retry with another TTL, removed by a grant, a leave, a purge by any step
-// and a heartbeat that finds the entry dead. The record key expires with
-// the queue.
+// retry with another TTL, removed by a grant, a leave, the purge of a dead
+// head by any step and a heartbeat that finds the entry dead. The record
+// key expires with the queue.
 func TestWaiterRecordFollowsTheQueue(t *testing.T) {
 	o := newOps(t, "id")
 	ctx := context.Background()
@@ -61,12 +66,7 @@ func TestWaiterRecordFollowsTheQueue(t *testing.T) {
 			}
 		}
 	}
-	kill := func(token string) {
-		t.Helper()
-		if err := o.c.ZAdd(ctx, o.k.Deadlines, redis.Z{Score: 1, Member: token}).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kill := o.kill
 	cs := NewConsts(100, 100, Classic)
 	inbox := InboxAddress(InboxClassic, o.inbox)
 	rec := func(ttl time.Duration) string { return Millis(ttl) + ":" + inbox }
@@ -105,8 +105,8 @@ func TestWaiterRecordFollowsTheQueue(t *testing.T) {
 	want("W1 granted", map[string]string{"W4": s15, "W5": s15})
 
 	kill("W4")
-	o.acquireTTL("W6", time.Minute, true) // its purge removes W4
-	want("W4 purged by an enqueue", map[string]string{"W5": s15, "W6": m1})
+	o.acquireTTL("W6", time.Minute, true) // the lock is held: no purge
+	want("W4 dead at the head, left by an enqueue", map[string]string{"W4": s15, "W5": s15, "W6": m1})
 
 	kill("W5")
 	kill("W6")
@@ -114,7 +114,7 @@ func TestWaiterRecordFollowsTheQueue(t *testing.T) {
 	if err := o.eval(Release, k, a).Err(); err != nil {
 		t.Fatal(err)
 	}
-	want("W5 and W6 purged by a release", map[string]string{})
+	want("W4, W5 and W6 purged by a release", map[string]string{})
 	if n := o.c.Exists(ctx, o.k.Waiters).Val(); n != 0 {
 		t.Fatalf("the records key exists with no waiter queued")
 	}

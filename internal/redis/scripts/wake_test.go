@@ -103,9 +103,7 @@ func TestHeadChangeWhileHeldTellsNewHead(t *testing.T) {
 	}
 	told("X's Leave", next("X's Leave"), "Y", time.Minute)
 	// Y's entry dies: a heartbeat of Z purges it, and tells Z.
-	if err := o.c.ZAdd(ctx, o.k.Deadlines, redis.Z{Score: 1, Member: "Y"}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	o.kill("Y")
 	k, a = NewConsts(100, 100, Classic).Heartbeat(o.k, []string{"Z"}, time.Minute)
 	if err := o.eval(Heartbeat, k, a).Err(); err != nil {
 		t.Fatal(err)
@@ -169,9 +167,7 @@ func TestReleaseHandsOff(t *testing.T) {
 		t.Fatalf("the next head was told %+v, want X told 1.5s", w)
 	}
 	// X's entry dies: W's release purges it and hands off to Y.
-	if err := o.c.ZAdd(ctx, o.k.Deadlines, redis.Z{Score: 1, Member: "X"}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	o.kill("X")
 	release("W")
 	if w := next("W's release"); w.Token != "Y" || w.Grant == nil || w.Grant.Fence <= grant.Grant.Fence {
 		t.Fatalf("W's release sent %+v, want Y's grant with a fence above %d", w, grant.Grant.Fence)

@@ -150,7 +150,7 @@ func (h *Redis) Limits() conformance.Limits {
 // from the clock, past every fence granted before.
 func (h *Redis) ForgetIdle(t *testing.T, id string) {
 	k := h.ks.For(id)
-	if err := h.raw.Del(context.Background(), k.Lock, k.Queue, k.Deadlines, k.Fence, k.Waiters).Err(); err != nil {
+	if err := h.raw.Del(context.Background(), k.Lock, k.Queue, k.Fence, k.Waiters).Err(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -4,9 +4,8 @@
 --
 -- KEYS[1] lock       string: "<fence>:<owner token>"; its TTL is the lease
 -- KEYS[2] queue      zset: waiter token -> ticket
--- KEYS[3] deadlines  zset: waiter token -> deadline (ms, server clock)
--- KEYS[4] fence      string: the last fence of the id's hash slot (see next_fence)
--- KEYS[5] waiters    hash: waiter token -> "<lease ttl>:<inbox>" (see waiter_put)
+-- KEYS[3] fence      string: the last fence of the id's hash slot (see next_fence)
+-- KEYS[4] waiters    hash: waiter token -> "<deadline>:<lease ttl>:<inbox>" (see waiter_put)
 -- ARGV[1] token
 -- ARGV[2] lease TTL in ms
 -- ARGV[3] wait: "1" enqueues the requester when not granted, "0" does not
@@ -40,10 +39,10 @@ if not limit then return bad end
 local inbox, why = inbox_arg(8)
 if not inbox then return bad_arg('inbox', why) end
 
-local fence = try_fast(KEYS[1], KEYS[2], KEYS[4], token, ARGV[2])
+local fence = try_fast(KEYS[1], KEYS[2], KEYS[3], token, ARGV[2])
 if fence then return {1, fence, ttl, 0, 0, 0, 0} end
 -- [slow path]
-local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], token, ttl, wait == '1', wttl,
+local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], token, ttl, wait == '1', wttl,
   max_waiters, limit, inbox)
 if not r then return fail('LOCKQUEUEFULL', 'the queue has ' .. full .. ' waiters') end
 return r

@@ -3,8 +3,8 @@
 -- one call must share a hash slot on Redis Cluster; a single server takes
 -- any. One id's full queue does not stop the others.
 --
--- KEYS[5i-4..5i] lock, queue, deadlines, fence key (of its hash slot),
---         waiter records of the i-th id
+-- KEYS[4i-3..4i] lock, queue, fence key (of its hash slot), waiter
+--         records of the i-th id
 -- ARGV[1] max waiters per id
 -- ARGV[2] purge limit: most expired waiters removed per id
 -- ARGV[3] the Backend's pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
@@ -25,9 +25,9 @@ local publish, why = publish_cmd(3)
 if not publish then return bad_arg('publish', why) end
 local inbox, bad = inbox_arg(4)
 if not inbox then return bad_arg('inbox', bad) end
-local n = #KEYS / 5
+local n = #KEYS / 4
 if n < 1 or n ~= math.floor(n) or #ARGV ~= 4 + 4 * n then
-  return bad_arg('keys', 'must be 5 keys and 4 arguments per id, for at least one id')
+  return bad_arg('keys', 'must be 4 keys and 4 arguments per id, for at least one id')
 end
 
 for i = 1, n do
@@ -52,24 +52,24 @@ fences = {}
 -- then one SET NX PX.
 local qs = {}
 for i = 1, n do
-  qs[i] = KEYS[5 * i - 3]
+  qs[i] = KEYS[4 * i - 2]
 end
 local no_q = redis.call('EXISTS', unpack(qs)) == 0
 local seen = {}
 local out, o = {}, 0
 for i = 1, n do
-  local k, a = 5 * i, 4 * i + 1
+  local k, a = 4 * i, 4 * i + 1
   local token, ttl = ARGV[a], tonumber(ARGV[a + 1])
-  local lock = KEYS[k - 4]
+  local lock = KEYS[k - 3]
   local new = not seen[lock]
   seen[lock] = true
-  local fence = try_fast(lock, KEYS[k - 3], KEYS[k - 1], token, ARGV[a + 1], us, no_q and new)
+  local fence = try_fast(lock, KEYS[k - 2], KEYS[k - 1], token, ARGV[a + 1], us, no_q and new)
   if fence then
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, fence, ttl
     for j = 5, 8 do out[o + j] = 0 end
   else
     local wait = ARGV[a + 2] == '1'
-    local g = acquire_step(KEYS[k - 4], KEYS[k - 3], KEYS[k - 2], KEYS[k - 1], KEYS[k], token, ttl, wait,
+    local g = acquire_step(lock, KEYS[k - 2], KEYS[k - 1], KEYS[k], token, ttl, wait,
       wait and tonumber(ARGV[a + 3]) or 0, max_waiters, limit, inbox)
     out[o + 1] = g and 0 or 1 -- 1: the queue was full
     for j = 1, 7 do out[o + 1 + j] = g and g[j] or 0 end

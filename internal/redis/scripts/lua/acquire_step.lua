@@ -3,11 +3,11 @@
 -- it after lib.lua and before those two scripts' own files.
 --
 -- Keys of the id: lock (string: the lease's fence and owner token, see
--- lock_value; its TTL is the lease), q (zset: waiter token -> ticket), d
--- (zset: waiter token -> deadline, ms of the server's clock), f (the fence
--- key of the id's hash slot, see next_fence), w
--- (hash: the waiter records, see waiter_put; inbox is the requester's,
--- see inbox_arg). Wake-ups go to the waiters' inboxes (see send).
+-- lock_value; its TTL is the lease), q (zset: waiter token -> ticket), f
+-- (the fence key of the id's hash slot, see next_fence), w (hash: the
+-- waiter records with their deadlines, see waiter_put; inbox is the
+-- requester's, see inbox_arg). Wake-ups go to the waiters' inboxes (see
+-- send).
 -- The arguments are validated by the caller.
 --
 -- acquire_step returns {acquired, fence, ttl, holder_ttl, queued, ticket,
@@ -35,16 +35,16 @@ end
 -- next_ticket returns a ticket for a new waiter of q: the server's clock
 -- in microseconds, or the tail's ticket + 1 when that is not below it.
 -- Tickets increase while the queue exists, and after it as long as the
--- clock does not step back.
+-- clock does not step back. The second result says that q is empty.
 local function next_ticket(q, us)
   local tail = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
   local last = tonumber(tail[2]) or 0
-  if last >= us then return last + 1 end
-  return us
+  if last >= us then return last + 1, false end
+  return us, #tail == 0
 end
 
 -- acquire_step is the rest of the step, after try_fast returned nil.
-local function acquire_step(lock, q, d, f, w, token, ttl, wait, wttl, max_waiters, limit, inbox)
+local function acquire_step(lock, q, f, w, token, ttl, wait, wttl, max_waiters, limit, inbox)
   local holder, held_fence = lock_owner(redis.call('GET', lock))
   if holder == token then
     -- A retried grant: report the lease as it is (S6). The lock key's TTL
@@ -58,74 +58,67 @@ local function acquire_step(lock, q, d, f, w, token, ttl, wait, wttl, max_waiter
     return {1, held_fence, left, 0, 0, 0, 0}
   end
 
-  local head_before = head_of(q)
   local us = now_us()
   local now = math.floor(us / 1000)
-  local changed = purge(q, d, w, now, limit) > 0
-
-  local mine = redis.call('ZSCORE', q, token)
-  if mine then
-    -- An entry past its deadline is dead even if the LIMIT left it in
-    -- place: it is never granted or refreshed; its owner counts as not
-    -- queued.
-    local deadline = tonumber(redis.call('ZSCORE', d, token))
-    if not deadline or deadline <= now then
-      unqueue(q, d, w, token)
-      mine = false
-      changed = true
+  -- The requester's own entry: one that is past its deadline is dead even
+  -- if no purge removed it yet; it is never granted or refreshed, and its
+  -- owner counts as not queued.
+  local mine = false
+  local deadline = waiter_parse(redis.call('HGET', w, token))
+  if deadline then
+    if deadline > now then
+      mine = true
+    else
+      unqueue(q, w, token)
     end
   end
-  -- The head is read again only if this step removed an entry.
-  local head = head_before
-  if changed then head = head_of(q) end
-  if not holder and head and head ~= token and hand_off(lock, q, d, f, w, head, us, token) then
-    -- The free lock went to the live head ahead (a hand-off, which told
-    -- the next head): the requester is refused as for a held lock.
-    holder = head
-    head = head_of(q)
-    head_before = head
-  end
-  if not holder and (not head or head == token) then
-    if mine then unqueue(q, d, w, token) end
-    local fence = next_fence(f, us)
-    redis.call('SET', lock, lock_value(fence, token), 'PX', ttl)
-    -- The next waiter is the head now: tell it when this lease ends, as
-    -- the lease may end without a release.
-    local next = mine and head_of(q)
-    if next then wake(lock, w, next, ttl) end
-    return {1, fence, ttl, 0, 0, 0, 0}
-  end
 
-  -- At least 1 while the lock is held: 0 would mean "free, but waiters
-  -- are ahead".
+  -- At least 1 while the lock is held: 0 means "free, but waiters are
+  -- ahead".
   local held_ttl = 0
-  if holder then held_ttl = holder_ttl(lock) end
+  if holder then
+    held_ttl = holder_ttl(lock)
+  else
+    local head, httl, hinbox, next, next_inbox = heads(q, w, now, limit)
+    if head == nil or head == token then
+      -- Nobody live is ahead: the lock is the requester's.
+      if mine then unqueue(q, w, token) end
+      local fence = next_fence(f, us)
+      redis.call('SET', lock, lock_value(fence, token), 'PX', ttl)
+      -- The next waiter is the head now: tell it when this lease ends, as
+      -- the lease may end without a release.
+      if head and next then wake(lock, next, next_inbox, ttl) end
+      return {1, fence, ttl, 0, 0, 0, 0}
+    end
+    if head then
+      -- The free lock goes to the live head ahead (a hand-off, which told
+      -- the next head): the requester is refused as for a held lock.
+      hand_off(lock, q, f, w, head, httl, hinbox, next, next_inbox, us, token)
+      held_ttl = httl
+    end
+  end
 
+  local ticket, is_head = 0, 0
+  if mine then
+    ticket = tonumber(redis.call('ZSCORE', q, token)) or 0
+    if redis.call('ZRANK', q, token) == 0 then is_head = 1 end
+  end
   if wait then
+    local created = false
     if not mine then
-      if redis.call('ZCARD', q) >= max_waiters then
+      if redis.call('ZCARD', q) >= max_waiters and
+          (sweep(q, w, now, limit) == 0 or redis.call('ZCARD', q) >= max_waiters) then
         return nil, max_waiters
       end
-      mine = next_ticket(q, us)
-      redis.call('ZADD', q, int(mine), token)
-      if not head then head = token end
+      ticket, created = next_ticket(q, us)
+      redis.call('ZADD', q, int(ticket), token)
+      if created then is_head = 1 end
     end
-    redis.call('ZADD', d, now + wttl, token)
-    waiter_put(w, token, ttl, inbox)
-    keep_queue(q, d, w, QUEUE_TTL_FACTOR * wttl)
+    waiter_put(w, token, now + wttl, ttl, inbox)
+    keep_queue(q, w, QUEUE_TTL_FACTOR * wttl, created)
   end
 
-  -- The purge removed the head: wake the new head, or, while the lock is
-  -- held, tell it when the lease ends.
-  if head and head ~= head_before and head ~= token then
-    wake(lock, w, head, holder and held_ttl)
-  end
-
-  local queued, ticket = 0, 0
-  if mine then
-    queued, ticket = 1, tonumber(mine)
-  end
-  local is_head = 0
-  if queued == 1 and head == token then is_head = 1 end
+  local queued = 0
+  if wait or mine then queued = 1 end
   return {0, 0, 0, held_ttl, queued, ticket, is_head, us}
 end

@@ -1,9 +1,9 @@
 -- force_release: an operator's release of whoever holds the lock, only if
 -- the holder's fence is the one given, so that it can never hit a newer
--- holder; then wake the head, as release does.
+-- holder; then hand the lock off to the live head, as release does.
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence key (for a
--- hand-off), KEYS[5] waiter records
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] fence key (for a hand-off),
+-- KEYS[4] waiter records
 -- ARGV[1] the holder's fence, as inspect reported it
 -- ARGV[2] purge limit
 -- ARGV[3] the pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
@@ -23,7 +23,7 @@ end
 local limit, bad = wake_args(2)
 if not limit then return bad end
 
-local lock, q, d, f, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lock, q, f, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local v = redis.call('GET', lock)
 if not v then
   return fail('LOCKNOTHELD', 'the id is not held')
@@ -32,9 +32,9 @@ local current = lock_fence(v)
 if current ~= fence then
   return fail('LOCKNOTHELD', 'the holder has fence ' .. current .. ', not ' .. fence)
 end
-redis.call('DEL', lock)
--- Fast path: no queue key, nobody to wake.
-if redis.call('EXISTS', q) == 0 then return 1 end
--- Hand off to (or wake) a live head, not one that stopped heartbeating.
-wake_live_head(lock, q, d, f, w, limit)
+-- Hand off to a live head, not one that stopped heartbeating; a hand-off
+-- overwrites the lock key.
+if not wake_live_head(lock, q, f, w, limit) then
+  redis.call('DEL', lock)
+end
 return 1

@@ -1,12 +1,13 @@
 -- heartbeat: refresh the deadlines of the listed waiters of one id that are
--- still queued (never re-adding one that is gone), purge expired waiters,
--- report per waiter, and hand the lock off to the live head if it is free
--- (or wake the head), or tell a new head the holder's TTL if the purge
--- changed the head of a held lock (backend checklist items 6 and 7,
--- backend.HandOffer).
+-- still queued (never re-adding one that is gone, never reviving one past
+-- its deadline), purge the dead heads and the dead entries behind the
+-- first live listed waiter (see sweep), report per waiter, and hand the
+-- lock off to the live head if it is free, or tell a new head the
+-- holder's TTL if the purge changed the head of a held lock (backend
+-- checklist items 6 and 7, backend.HandOffer).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence key (for a
--- hand-off), KEYS[5] waiter records
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] fence key (for a hand-off),
+-- KEYS[4] waiter records
 -- ARGV[1] waiter TTL in ms
 -- ARGV[2] purge limit
 -- ARGV[3] the Backend's pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
@@ -24,42 +25,48 @@ for i = 4, #ARGV do
   if not valid_token(ARGV[i]) then return bad_arg('token', 'must be 1 to 128 bytes') end
 end
 
-local lock, q, d, f, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lock, q, f, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local us = now_us()
 local now = math.floor(us / 1000)
-local head_before = head_of(q)
-purge(q, d, w, now, limit)
-local out = {}
-local any = false
-for i = 4, #ARGV do
-  local tok = ARGV[i]
+local toks = {}
+for i = 4, #ARGV do toks[#toks + 1] = ARGV[i] end
+local recs = redis.call('HMGET', w, unpack(toks))
+local out, live, dead, fresh = {}, {}, {}, {}
+for i, tok in ipairs(toks) do
+  local deadline, ttl, inbox = waiter_parse(recs[i])
   local r = 0
-  if redis.call('ZSCORE', q, tok) then
-    local deadline = tonumber(redis.call('ZSCORE', d, tok))
-    if deadline and deadline > now then
-      redis.call('ZADD', d, now + wttl, tok)
-      any = true
-      r = 1
-    else
-      -- Dead even if the LIMIT left it in place: never refreshed.
-      unqueue(q, d, w, tok)
+  if deadline and deadline > now then
+    -- A token listed twice is refreshed once.
+    if not live[tok] then
+      fresh[#fresh + 1] = tok
+      fresh[#fresh + 1] = int(now + wttl) .. ':' .. int(ttl) .. ':' .. inbox
+      live[tok] = true
     end
+    r = 1
+  elseif recs[i] then
+    -- Dead even if no purge removed it yet: never refreshed.
+    dead[#dead + 1] = tok
   end
-  out[#out + 1] = r
+  out[i] = r
 end
-if any then keep_queue(q, d, w, QUEUE_TTL_FACTOR * wttl) end
-local free = redis.call('EXISTS', lock) == 0
-local head = head_of(q)
-if free and head and hand_off(lock, q, d, f, w, head, us) then
+-- The dead listed tokens leave the queue with their records.
+drop(q, w, dead)
+if #fresh > 0 then
+  redis.call('HSET', w, unpack(fresh))
+  keep_queue(q, w, QUEUE_TTL_FACTOR * wttl, false)
+  -- The sweep behind the first live listed waiter: at most limit dead
+  -- entries right behind it go.
+  local r = redis.call('ZRANK', q, fresh[1])
+  if r then sweep(q, w, now, limit, r + 1) end
+end
+local head, ttl, inbox, next, next_inbox, removed = heads(q, w, now, limit)
+if head and redis.call('EXISTS', lock) == 0 then
   -- Granted by hand-off; a listed head stays reported queued (1): its
   -- wake-up carries the grant.
-  free = false
-elseif free and head then
-  for i = 4, #ARGV do
-    if out[i - 3] == 1 and ARGV[i] == head then out[i - 3] = 3 end
-  end
-  wake(lock, w, head)
-elseif head and head ~= head_before then
-  wake(lock, w, head, holder_ttl(lock))
+  hand_off(lock, q, f, w, head, ttl, inbox, next, next_inbox, us)
+elseif head and (removed or #dead > 0) then
+  -- The purge may have changed the head of the held lock: tell the live
+  -- head when the lease ends (a head that already knew re-arms its timer).
+  wake(lock, head, inbox, holder_ttl(lock))
 end
 return out

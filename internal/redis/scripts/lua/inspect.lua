@@ -2,7 +2,7 @@
 -- (no purge, no expiry, no wake-up) and never replies a token, only the
 -- first 8 hex digits of its SHA-1 (backend.Fingerprint).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] waiter records (see waiter_put)
 -- ARGV[1] max waiters to list: 0 to 100
 -- ARGV[2] scan limit: most queue entries looked at (dead ones are skipped)
 --
@@ -10,7 +10,8 @@
 --
 -- Reply: strings {held (0/1), fence, ttl_ms, holder_fingerprint,
 -- queue_len, then per listed waiter: ticket, deadline_left_ms,
--- fingerprint}. queue_len counts the live waiters (deadline after now).
+-- fingerprint}. queue_len counts the live waiters (deadline after now):
+-- it reads every waiter record (HVALS), at most the id's max waiters.
 -- Error reply: LOCKBADARG.
 local maxw = ARGV[1]
 if maxw == '0' then
@@ -22,7 +23,7 @@ end
 local scan = posint(2, 100000)
 if not scan then return bad_arg('scan_limit', 'must be an integer from 1 to 100000') end
 
-local lock, q, d = KEYS[1], KEYS[2], KEYS[3]
+local lock, q, w = KEYS[1], KEYS[2], KEYS[3]
 local function fp(tok) return string.sub(redis.sha1hex(tok), 1, 8) end
 
 local now = now_ms()
@@ -35,14 +36,23 @@ if v then
   if type(holder) ~= 'string' then holder = v end
   out = {'1', lock_fence(v), string.format('%d', ttl), fp(holder)}
 end
-out[5] = string.format('%d', redis.call('ZCOUNT', d, '(' .. now, '+inf'))
+local live = 0
+for _, rec in ipairs(redis.call('HVALS', w)) do
+  local deadline = waiter_parse(rec)
+  if deadline and deadline > now then live = live + 1 end
+end
+out[5] = string.format('%d', live)
 
 if maxw > 0 then
   local n = 0
   local entries = redis.call('ZRANGE', q, 0, scan - 1, 'WITHSCORES')
+  local toks = {}
+  for i = 1, #entries, 2 do toks[#toks + 1] = entries[i] end
+  local recs = {}
+  if #toks > 0 then recs = redis.call('HMGET', w, unpack(toks)) end
   for i = 1, #entries, 2 do
     local tok = entries[i]
-    local deadline = tonumber(redis.call('ZSCORE', d, tok))
+    local deadline = waiter_parse(recs[(i + 1) / 2])
     if deadline and deadline > now then
       out[#out + 1] = entries[i + 1]
       out[#out + 1] = string.format('%d', deadline - now)

@@ -202,60 +202,54 @@ local function holder_ttl(lock)
   return t
 end
 
--- head_of returns the token with the lowest ticket, or false.
-local function head_of(q)
-  local h = redis.call('ZRANGE', q, 0, 0)
-  return h[1] or false
+-- The waiter record w is a hash: waiter token ->
+-- "<deadline ms>:<lease ttl ms>:<inbox>", the waiter's deadline (ms of the
+-- server's clock: it is dead once the clock reaches it), the lease TTL it
+-- asked for and where its wake-ups go (see inbox_arg). A token has a
+-- record exactly while it is in the queue q (a zset: token -> ticket): the
+-- enqueue writes both, and every step that removes a token from q removes
+-- its record too. An entry of q without a well-formed record is dead.
+-- The deadlines have no index of their own: the dead entries go when they
+-- reach the head (heads), in a bounded sweep of the queue's first entries
+-- when it is full (sweep), and with the queue keys' TTL.
+
+-- waiter_put records a queued waiter's deadline, lease TTL (ms) and inbox.
+local function waiter_put(w, token, deadline, ttl, inbox)
+  redis.call('HSET', w, token, int(deadline) .. ':' .. int(ttl) .. ':' .. (inbox or ''))
 end
 
--- The waiter record w is a hash: waiter token -> "<lease ttl ms>:<inbox>",
--- the lease TTL the waiter asked for and where its wake-ups go (see
--- inbox_arg). A token has a record exactly while it is in the queue: the
--- enqueue writes it, and every step that removes a token from q removes
--- its record too.
-
--- waiter_put records a queued waiter's lease TTL (ms) and inbox.
-local function waiter_put(w, token, ttl, inbox)
-  redis.call('HSET', w, token, int(ttl) .. ':' .. (inbox or ''))
-end
-
--- waiter_del removes the records of the tokens in list.
-local function waiter_del(w, list)
-  if #list > 0 then redis.call('HDEL', w, unpack(list)) end
-end
-
--- waiter_get returns a waiter's lease TTL (ms) and inbox, or nil when it
--- has no record (or a malformed one).
-local function waiter_get(w, token)
-  local v = redis.call('HGET', w, token)
+-- waiter_parse returns the deadline, lease TTL and inbox of a waiter
+-- record v, or nil when v is false or malformed.
+local function waiter_parse(v)
   if not v then return nil end
-  local ttl, inbox = string.match(v, '^([1-9][0-9]*):(.*)$')
-  if not ttl then return nil end
-  return tonumber(ttl), inbox
+  local deadline, ttl, inbox = string.match(v, '^([0-9]+):([1-9][0-9]*):(.*)$')
+  if not deadline then return nil end
+  return tonumber(deadline), tonumber(ttl), inbox
 end
 
--- unqueue removes token from the queue, its deadline and its record.
-local function unqueue(q, d, w, token)
+-- unqueue removes token from the queue and its record.
+local function unqueue(q, w, token)
   local n = redis.call('ZREM', q, token)
-  redis.call('ZREM', d, token)
   redis.call('HDEL', w, token)
   return n
 end
 
--- send delivers payload, a wake-up of the waiter head of the id whose
--- lock key is lock, where head's record says its process listens: to its
--- inbox, as "<n>:<tag><payload>" (tag: the hash tag of the id's keys, n
--- its length), by PUBLISH or SPUBLISH of the inbox channel, or by RPUSH to
--- the inbox key. A wake-up the inbox refuses (a key of another type, a
--- channel of another slot) is dropped, as a lost message is: the waiter
--- learns from its heartbeat. A head with no record (none is queued
--- without one) is sent nothing.
--- inbox, when given, is head's (read from its record already).
-local function send(lock, w, head, payload, inbox)
-  if not inbox then
-    local _
-    _, inbox = waiter_get(w, head)
+-- drop removes the tokens in list from the queue and their records.
+local function drop(q, w, list)
+  if #list > 0 then
+    redis.call('ZREM', q, unpack(list))
+    redis.call('HDEL', w, unpack(list))
   end
+end
+
+-- send delivers payload, a wake-up of a waiter, to inbox, where the
+-- waiter's record says its process listens, for the id whose lock key is
+-- lock: as "<n>:<tag><payload>" (tag: the hash tag of the id's keys, n its
+-- length), by PUBLISH or SPUBLISH of the inbox channel, or by RPUSH to the
+-- inbox key. A wake-up the inbox refuses (a key of another type, a channel
+-- of another slot) is dropped, as a lost message is: the waiter learns from
+-- its heartbeat. A waiter with no inbox (no record) is sent nothing.
+local function send(lock, inbox, payload)
   local tag = string.match(lock, '{([^}]*)}')
   if not inbox or #inbox < 2 or not tag then return end
   local kind, name = string.sub(inbox, 1, 1), string.sub(inbox, 2)
@@ -288,71 +282,119 @@ local function wake_payload(head, holder_ttl, grant)
   return ttl .. ':' .. head
 end
 
--- wake sends a wake-up for the waiter head where its process listens (see
--- send and wake_payload).
-local function wake(lock, w, head, holder_ttl)
-  send(lock, w, head, wake_payload(head, holder_ttl))
+-- wake sends a wake-up to the waiter token at inbox (see send and
+-- wake_payload); holder_ttl, when given, is the lease's remaining TTL.
+local function wake(lock, token, inbox, holder_ttl)
+  send(lock, inbox, wake_payload(token, holder_ttl))
 end
 
--- purge removes the waiters whose deadline has passed (deadline <= now),
--- at most limit of them, from both sets and the records, and returns how
--- many it removed.
-local function purge(q, d, w, now, limit)
-  local dead = redis.call('ZRANGEBYSCORE', d, '-inf', now, 'LIMIT', 0, limit)
-  if #dead > 0 then
-    redis.call('ZREM', d, unpack(dead))
-    redis.call('ZREM', q, unpack(dead))
-    waiter_del(w, dead)
+-- sweep removes the dead entries (deadline <= now, or no record) among the
+-- entries of q from rank from (0: the head) on, looking at limit + from
+-- entries at most, so that it removes at most limit, and returns how many
+-- it removed. It is the bounded sweep: of a full queue's first entries,
+-- and of the entries behind a waiter that heartbeats (so each dead entry
+-- goes within a few heartbeats of the live waiter ahead of it, wherever it
+-- stands; a dead head goes by heads).
+local function sweep(q, w, now, limit, from)
+  from = from or 0
+  local e = redis.call('ZRANGE', q, from, from + limit - 1)
+  if #e == 0 then return 0 end
+  local recs = redis.call('HMGET', w, unpack(e))
+  local dead = {}
+  for i = 1, #e do
+    local deadline = waiter_parse(recs[i])
+    if not deadline or deadline <= now then dead[#dead + 1] = e[i] end
   end
+  drop(q, w, dead)
   return #dead
+end
+
+-- heads returns the live head of q at now (its deadline after now) and
+-- the entry after it, removing the dead entries ahead of it (the lazy
+-- purge: at most limit of them, then a bounded sweep). It returns:
+--   head, its lease TTL, its inbox, next (or false), next's inbox, removed
+-- where removed says that it removed an entry; head is nil when the queue
+-- holds no live entry, and false when the purge reached its limit before
+-- it found one (dead entries are left: the lock is not for the requester
+-- of this step either). Cost: ZRANGE and HMGET of the first two entries;
+-- ZREM and HDEL per dead head, and a sweep (ZRANGE, HMGET, ZREM, HDEL)
+-- after the first two dead ones.
+local function heads(q, w, now, limit)
+  local removed = 0
+  while true do
+    local e = redis.call('ZRANGE', q, 0, 1)
+    if #e == 0 then return nil, nil, nil, false, nil, removed > 0 end
+    local recs = redis.call('HMGET', w, unpack(e))
+    local deadline, ttl, inbox = waiter_parse(recs[1])
+    if deadline and deadline > now then
+      local next, next_inbox = e[2] or false, nil
+      if next then
+        local _, _2, i = waiter_parse(recs[2])
+        next_inbox = i
+      end
+      return e[1], ttl, inbox, next, next_inbox, removed > 0
+    end
+    if removed >= limit then return false, nil, nil, false, nil, true end
+    if removed < 2 then
+      unqueue(q, w, e[1])
+      removed = removed + 1
+    else
+      -- Many dead heads (processes gone together): one sweep of the rest
+      -- of the limit instead of a round per entry.
+      local n = sweep(q, w, now, limit - removed)
+      removed = removed + n
+      if n == 0 then return false, nil, nil, false, nil, true end
+    end
+  end
 end
 
 -- QUEUE_TTL_FACTOR times a waiter TTL is how long the queue keys live at
 -- least after an enqueue or a heartbeat: past every deadline they hold.
 local QUEUE_TTL_FACTOR = 3
 
--- hand_off grants the free lock to head, the head of the queue, in the
--- step that found it free (direct hand-off), if head is live at us (the
--- server's clock in µs) and its record holds the lease TTL it asked for.
--- The grant is what acquire's is (SET PX, next_fence), and removes head's
--- entry; head's wake-up carries it (see wake_payload), and the next head,
--- unless it is self (the step's requester, told by its reply), is told
--- the new lease's TTL. It returns true when it granted.
-local function hand_off(lock, q, d, f, w, head, us, self)
-  local ttl, inbox = waiter_get(w, head)
-  local deadline = tonumber(redis.call('ZSCORE', d, head))
-  if not ttl or not deadline or deadline <= math.floor(us / 1000) then return false end
-  local fence = next_fence(f, us)
-  redis.call('SET', lock, lock_value(fence, head), 'PX', int(ttl))
-  send(lock, w, head, wake_payload(head, nil, {fence, ttl, us}), inbox)
-  unqueue(q, d, w, head)
-  local next = head_of(q)
-  if next and next ~= self then wake(lock, w, next, ttl) end
-  return true
-end
+-- EXPIRE_GT says that PEXPIRE takes GT: Redis 7 or newer.
+local EXPIRE_GT = (tonumber(redis.REDIS_VERSION_NUM) or 0) >= 0x070000
 
--- wake_live_head purges the expired waiters (at most limit) and hands the
--- free lock off to the head that is left, if any, or wakes it (a head
--- that cannot take a hand-off): a lock just freed goes to a live waiter.
-local function wake_live_head(lock, q, d, f, w, limit)
-  local us = now_us()
-  purge(q, d, w, math.floor(us / 1000), limit)
-  local head = head_of(q)
-  if head and not hand_off(lock, q, d, f, w, head, us) then
-    wake(lock, w, head)
-  end
-end
-
--- keep_queue makes the queue keys (q, d and the records w) live at least
--- ttl more milliseconds; it never shortens a TTL (another process may use
--- a longer waiter TTL). w is checked on its own: its first record may be
--- newer than the queue's TTL.
-local function keep_queue(q, d, w, ttl)
-  if redis.call('PTTL', q) < ttl then
+-- keep_queue makes the queue keys (q and the records w) live at least ttl
+-- more milliseconds; it never shortens a TTL (another process may use a
+-- longer waiter TTL). created says that this step created q (and so w):
+-- a key without a TTL is set outright, as GT takes no TTL for an
+-- infinite one. Both keys are always given the same TTL.
+local function keep_queue(q, w, ttl, created)
+  if created then
     redis.call('PEXPIRE', q, ttl)
-    redis.call('PEXPIRE', d, ttl)
-  end
-  if redis.call('PTTL', w) < ttl then
+    redis.call('PEXPIRE', w, ttl)
+  elseif EXPIRE_GT then
+    redis.call('PEXPIRE', q, ttl, 'GT')
+    redis.call('PEXPIRE', w, ttl, 'GT')
+  elseif redis.call('PTTL', q) < ttl then
+    redis.call('PEXPIRE', q, ttl)
     redis.call('PEXPIRE', w, ttl)
   end
+end
+
+-- hand_off grants the free lock to head, the live head of the queue (see
+-- heads; ttl and inbox from its record), in the step that found it free
+-- (direct hand-off) at us (the server's clock in µs). The grant is what
+-- acquire's is (SET PX, next_fence), and removes head's entry; head's
+-- wake-up carries it (see wake_payload), and next, the entry after head
+-- (or false), unless it is self (the step's requester, told by its
+-- reply), is told the new lease's TTL.
+local function hand_off(lock, q, f, w, head, ttl, inbox, next, next_inbox, us, self)
+  local fence = next_fence(f, us)
+  redis.call('SET', lock, lock_value(fence, head), 'PX', int(ttl))
+  send(lock, inbox, wake_payload(head, nil, {fence, ttl, us}))
+  unqueue(q, w, head)
+  if next and next ~= self then wake(lock, next, next_inbox, ttl) end
+end
+
+-- wake_live_head hands the free lock off to the live head of the queue,
+-- if any (purging the dead heads, at most limit): a lock just freed goes
+-- to a live waiter. It returns true when it granted.
+local function wake_live_head(lock, q, f, w, limit)
+  local us = now_us()
+  local head, ttl, inbox, next, next_inbox = heads(q, w, math.floor(us / 1000), limit)
+  if not head then return false end
+  hand_off(lock, q, f, w, head, ttl, inbox, next, next_inbox, us)
+  return true
 end

@@ -1,9 +1,9 @@
 -- release: compare-and-delete of the lock, then hand it off to the live
--- head, or wake it (backend checklist items 3 and 7, backend.HandOffer).
+-- head (backend checklist items 3 and 7, backend.HandOffer).
 --
--- KEYS[1] lock, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fence key (for a
--- hand-off), KEYS[5] waiter records, KEYS[6] the release record of the
--- caller's current period, KEYS[7] that of the period before
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] fence key (for a hand-off),
+-- KEYS[4] waiter records, KEYS[5] the release record of the caller's
+-- current period, KEYS[6] that of the period before
 -- ARGV[1] token
 -- ARGV[2] purge limit
 -- ARGV[3] the Backend's pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
@@ -27,19 +27,24 @@ if not limit then return bad end
 local mark = ARGV[4]
 if type(mark) ~= 'string' or #mark < 1 or #mark > 32 then return bad_arg('mark', 'must be 1 to 32 bytes') end
 
-local lock, q, d, f, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lock, q = KEYS[1], KEYS[2]
 if lock_owner(redis.call('GET', lock)) ~= token then
-  if redis.call('SISMEMBER', KEYS[6], mark) == 1 or redis.call('SISMEMBER', KEYS[7], mark) == 1 then
+  if redis.call('SISMEMBER', KEYS[5], mark) == 1 or redis.call('SISMEMBER', KEYS[6], mark) == 1 then
     return 1
   end
   return fail('LOCKNOTHELD', 'the token does not hold the lock')
 end
-redis.call('DEL', lock)
-redis.call('SADD', KEYS[6], mark)
-redis.call('PEXPIRE', KEYS[6], RELEASE_KEEP)
--- Fast path: no queue key, nobody to wake.
-if redis.call('EXISTS', q) == 0 then return 1 end
+redis.call('SADD', KEYS[5], mark)
+redis.call('PEXPIRE', KEYS[5], RELEASE_KEEP)
+-- Fast path: no queue key, nobody to hand the lock to.
+if redis.call('EXISTS', q) == 0 then
+  redis.call('DEL', lock)
+  return 1
+end
 -- [slow path]
--- Hand off to (or wake) a live head, not one that stopped heartbeating.
-wake_live_head(lock, q, d, f, w, limit)
+-- Hand off to a live head, not one that stopped heartbeating; a hand-off
+-- overwrites the lock key.
+if not wake_live_head(lock, q, KEYS[3], KEYS[4], limit) then
+  redis.call('DEL', lock)
+end
 return 1
