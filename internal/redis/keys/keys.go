@@ -56,7 +56,7 @@ const (
 	SuffixLock = "lock"
 	// SuffixQueue names the queue: a sorted set of waiter tokens scored by
 	// ticket (the server's clock in µs, raised past the queue's last
-	// ticket). TTL: at least 3 waiter TTLs after the last enqueue or
+	// ticket). TTL: at least 2 waiter TTLs after the last enqueue or
 	// heartbeat; gone once empty.
 	SuffixQueue = "q"
 	// SuffixWaiters names the waiter records: a hash of waiter token ->

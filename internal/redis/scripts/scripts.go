@@ -163,7 +163,7 @@ const (
 	MaxPurgeLimit     = 100000 // largest purge limit a script accepts
 	MaxHeartbeatBatch = 10000  // most tokens in one heartbeat call
 	MaxTokenLength    = 128    // longest token a script accepts (backend.MaxTokenLength)
-	QueueTTLFactor    = 3      // queue keys live at least this many waiter TTLs after an enqueue or heartbeat
+	QueueTTLFactor    = 3      // queue keys live this many waiter TTLs after an enqueue or heartbeat that sets their TTL, and at least two thirds of that after every one
 )
 
 // Publish is a Backend's pub/sub command, which every step passes to the

@@ -14,17 +14,18 @@
 -- head} (and, when not acquired, the server's clock in µs) or, when the
 -- queue is full, nil and the number of waiters.
 
--- try_fast is the fast path, tried before acquire_step: with no queue key
--- (no waiter, live or dead) and a free lock, it grants the lock and
+-- try_fast is the fast path, tried before acquire_step: with no lock key
+-- and no queue key (no waiter, live or dead), it grants the lock and
 -- returns the fence (next_fence; us as there). This is the whole
--- uncontended case: EXISTS, TIME, SET ... GET of the fence key, SET NX PX.
--- Otherwise it returns nil, having written nothing but the fence key (a
--- lock held with no queue skips the fence it took: fences only need to
--- increase). ttl_arg is the lease TTL as it came in ARGV (passing a string
--- spares a number formatting). no_q says that the step knows that q does
--- not exist: its EXISTS is skipped.
+-- uncontended case: EXISTS of both keys, TIME, SET ... GET of the fence
+-- key, SET NX PX. Otherwise it returns nil, having written nothing. ttl_arg
+-- is the lease TTL as it came in ARGV (passing a string spares a number
+-- formatting). no_q says that the step knows that q does not exist: its
+-- EXISTS is skipped and SET NX tells whether the lock is free (a lock held
+-- with no queue then skips the fence it took: fences only need to
+-- increase).
 local function try_fast(lock, q, f, token, ttl_arg, us, no_q)
-  if no_q or redis.call('EXISTS', q) == 0 then
+  if no_q or redis.call('EXISTS', lock, q) == 0 then
     local fence = next_fence(f, us)
     if redis.call('SET', lock, lock_value(fence, token), 'NX', 'PX', ttl_arg) then return fence end
   end
@@ -106,11 +107,15 @@ local function acquire_step(lock, q, f, w, token, ttl, wait, wttl, max_waiters, 
   if wait then
     local created = false
     if not mine then
-      if redis.call('ZCARD', q) >= max_waiters and
-          (sweep(q, w, now, limit) == 0 or redis.call('ZCARD', q) >= max_waiters) then
-        return nil, max_waiters
-      end
       ticket, created = next_ticket(q, us)
+      if not created and redis.call('ZCARD', q) >= max_waiters then
+        -- Full: a bounded sweep of the first entries may make room.
+        local n = max_waiters
+        if sweep(q, w, now, limit) > 0 then n = redis.call('ZCARD', q) end
+        if n >= max_waiters then return nil, max_waiters end
+        -- A sweep that emptied the queue deleted its keys.
+        if n == 0 then created, is_head = true, 1 end
+      end
       redis.call('ZADD', q, int(ticket), token)
       if created then is_head = 1 end
     end

@@ -316,13 +316,15 @@ end
 -- where removed says that it removed an entry; head is nil when the queue
 -- holds no live entry, and false when the purge reached its limit before
 -- it found one (dead entries are left: the lock is not for the requester
--- of this step either). Cost: ZRANGE and HMGET of the first two entries;
+-- of this step either). first, when given, is what ZRANGE q 0 1 replied
+-- (the step read it already). Cost: ZRANGE and HMGET of the first two entries;
 -- ZREM and HDEL per dead head, and a sweep (ZRANGE, HMGET, ZREM, HDEL)
 -- after the first two dead ones.
-local function heads(q, w, now, limit)
+local function heads(q, w, now, limit, first)
   local removed = 0
   while true do
-    local e = redis.call('ZRANGE', q, 0, 1)
+    local e = first or redis.call('ZRANGE', q, 0, 1)
+    first = nil
     if #e == 0 then return nil, nil, nil, false, nil, removed > 0 end
     local recs = redis.call('HMGET', w, unpack(e))
     local deadline, ttl, inbox = waiter_parse(recs[1])
@@ -348,26 +350,19 @@ local function heads(q, w, now, limit)
   end
 end
 
--- QUEUE_TTL_FACTOR times a waiter TTL is how long the queue keys live at
--- least after an enqueue or a heartbeat: past every deadline they hold.
+-- QUEUE_TTL_FACTOR times a waiter TTL is how long the queue keys live
+-- after an enqueue or a heartbeat that sets their TTL (see keep_queue).
 local QUEUE_TTL_FACTOR = 3
 
--- EXPIRE_GT says that PEXPIRE takes GT: Redis 7 or newer.
-local EXPIRE_GT = (tonumber(redis.REDIS_VERSION_NUM) or 0) >= 0x070000
-
--- keep_queue makes the queue keys (q and the records w) live at least ttl
--- more milliseconds; it never shortens a TTL (another process may use a
--- longer waiter TTL). created says that this step created q (and so w):
--- a key without a TTL is set outright, as GT takes no TTL for an
--- infinite one. Both keys are always given the same TTL.
+-- keep_queue makes the queue keys (q and the records w) live at least two
+-- thirds of ttl more milliseconds (ttl is QUEUE_TTL_FACTOR waiter TTLs, so
+-- past every deadline they hold): it sets both TTLs to ttl when q's is
+-- below that, so that most steps pay one PTTL. It never shortens a TTL
+-- (another process may use a longer waiter TTL). created says that this
+-- step created q (and so w), which then have no TTL yet. Both keys always
+-- get the same TTL.
 local function keep_queue(q, w, ttl, created)
-  if created then
-    redis.call('PEXPIRE', q, ttl)
-    redis.call('PEXPIRE', w, ttl)
-  elseif EXPIRE_GT then
-    redis.call('PEXPIRE', q, ttl, 'GT')
-    redis.call('PEXPIRE', w, ttl, 'GT')
-  elseif redis.call('PTTL', q) < ttl then
+  if created or redis.call('PTTL', q) < ttl * 2 / 3 then
     redis.call('PEXPIRE', q, ttl)
     redis.call('PEXPIRE', w, ttl)
   end
@@ -390,10 +385,11 @@ end
 
 -- wake_live_head hands the free lock off to the live head of the queue,
 -- if any (purging the dead heads, at most limit): a lock just freed goes
--- to a live waiter. It returns true when it granted.
-local function wake_live_head(lock, q, f, w, limit)
+-- to a live waiter. first is as for heads. It returns true when it
+-- granted.
+local function wake_live_head(lock, q, f, w, limit, first)
   local us = now_us()
-  local head, ttl, inbox, next, next_inbox = heads(q, w, math.floor(us / 1000), limit)
+  local head, ttl, inbox, next, next_inbox = heads(q, w, math.floor(us / 1000), limit, first)
   if not head then return false end
   hand_off(lock, q, f, w, head, ttl, inbox, next, next_inbox, us)
   return true

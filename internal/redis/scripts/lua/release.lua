@@ -36,15 +36,16 @@ if lock_owner(redis.call('GET', lock)) ~= token then
 end
 redis.call('SADD', KEYS[5], mark)
 redis.call('PEXPIRE', KEYS[5], RELEASE_KEEP)
--- Fast path: no queue key, nobody to hand the lock to.
-if redis.call('EXISTS', q) == 0 then
+-- Fast path: no queue, nobody to hand the lock to.
+local first = redis.call('ZRANGE', q, 0, 1)
+if #first == 0 then
   redis.call('DEL', lock)
   return 1
 end
 -- [slow path]
 -- Hand off to a live head, not one that stopped heartbeating; a hand-off
 -- overwrites the lock key.
-if not wake_live_head(lock, q, KEYS[3], KEYS[4], limit) then
+if not wake_live_head(lock, q, KEYS[3], KEYS[4], limit, first) then
   redis.call('DEL', lock)
 end
 return 1
