@@ -95,6 +95,7 @@ func BenchmarkAcquireMany(b *testing.B) {
 			var cpu float64
 			for i := range b.N {
 				ks, _ := keys.New(fmt.Sprintf("bench%d:%s:", i, name))
+				ks = ks.OneServer() // as the engine on one server: one fence key
 				u0, c0 := scriptUsec(b, c)
 				_, cpu0 := serverStats(b, c)
 				start := time.Now()
