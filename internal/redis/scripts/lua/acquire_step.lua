@@ -44,6 +44,41 @@ local function next_ticket(q, us)
   return us, #tail == 0
 end
 
+-- enqueue_behind is acquire_step for a waiting requester of a lock that
+-- another token holds (at us, the server's clock in µs; now in ms), the
+-- contended case: ZADD NX tells whether the requester has an entry (a new
+-- waiter is the common case) instead of a read of its record first.
+local function enqueue_behind(lock, q, w, token, ttl, wttl, max_waiters, limit, inbox, us, now)
+  local held_ttl = holder_ttl(lock)
+  local ticket, created = next_ticket(q, us)
+  local is_head = 0
+  if created then is_head = 1 end
+  if not created and redis.call('ZCARD', q) >= max_waiters and redis.call('HEXISTS', w, token) == 0 then
+    -- Full, and the requester has no entry: a bounded sweep of the first
+    -- entries may make room.
+    local n = max_waiters
+    if sweep(q, w, now, limit) > 0 then n = redis.call('ZCARD', q) end
+    if n >= max_waiters then return nil, max_waiters end
+    -- A sweep that emptied the queue deleted its keys.
+    if n == 0 then created, is_head = true, 1 end
+  end
+  if redis.call('ZADD', q, 'NX', int(ticket), token) == 0 then
+    -- The requester has an entry: live, it keeps its ticket (a retry);
+    -- past its deadline, it is dead, and the requester queues anew with
+    -- the new ticket.
+    local deadline = waiter_parse(redis.call('HGET', w, token))
+    if deadline and deadline > now then
+      ticket = tonumber(redis.call('ZSCORE', q, token))
+    else
+      redis.call('ZADD', q, int(ticket), token)
+    end
+    if redis.call('ZRANK', q, token) == 0 then is_head = 1 end
+  end
+  waiter_put(w, token, now + wttl, ttl, inbox)
+  keep_queue(q, w, QUEUE_TTL_FACTOR * wttl, created)
+  return {0, 0, 0, held_ttl, 1, ticket, is_head, us}
+end
+
 -- acquire_step is the rest of the step, after try_fast returned nil.
 local function acquire_step(lock, q, f, w, token, ttl, wait, wttl, max_waiters, limit, inbox)
   local holder, held_fence = lock_owner(redis.call('GET', lock))
@@ -61,6 +96,9 @@ local function acquire_step(lock, q, f, w, token, ttl, wait, wttl, max_waiters, 
 
   local us = now_us()
   local now = math.floor(us / 1000)
+  if holder and wait then
+    return enqueue_behind(lock, q, w, token, ttl, wttl, max_waiters, limit, inbox, us, now)
+  end
   -- The requester's own entry: one that is past its deadline is dead even
   -- if no purge removed it yet; it is never granted or refreshed, and its
   -- owner counts as not queued.
