@@ -17,6 +17,10 @@
 //     cluster; Sentinel (go-redis's failover client, rueidis's sentinel
 //     client): a hand-off and a forced failover; the failover risk that
 //     WAIT narrows, shown with a replication link cut by a proxy;
+//   - least privilege: both adapters, in every mode, as ACL users of
+//     harness.ACLRules and its additions for Cluster (ACLRulesCluster, a
+//     slot migration included) and Sentinel (ACLRulesBehindSentinel,
+//     ACLRulesSentinel), with no refusal in any node's ACL LOG;
 //   - BenchmarkAcquireMany: 10,000 ids on one master and on three.
 //
 // Without redis-server and redis-cli the tests skip, unless CI is set.

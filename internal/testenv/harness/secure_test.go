@@ -86,17 +86,34 @@ func TestSecureServer(t *testing.T) {
 }
 
 // TestACLRulesDoc: README.md and docs/deployment.md show ACLRules for the
-// default prefix, "lock:", as one ACL SETUSER command.
+// default prefix, "lock:", as one ACL SETUSER command; docs/deployment.md
+// shows the additions of ACLRulesCluster and ACLRulesBehindSentinel, and
+// the Sentinels' user of ACLRulesSentinel, each as one ACL SETUSER command.
 func TestACLRulesDoc(t *testing.T) {
-	want := "ACL SETUSER locker on >password " + strings.Join(ACLRules("lock:"), " ")
+	const readme, deployment = "../../../README.md", "../../../docs/deployment.md"
 	space := regexp.MustCompile(`\s+`)
-	for _, path := range []string{"../../../README.md", "../../../docs/deployment.md"} {
+	text := map[string]string{}
+	for _, path := range []string{readme, deployment} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(space.ReplaceAllString(string(b), " "), want) {
-			t.Errorf("%s does not show the ACL rule of harness.ACLRules; want:\n%s", path, want)
+		text[path] = space.ReplaceAllString(string(b), " ")
+	}
+	for _, c := range []struct {
+		name  string
+		want  string
+		paths []string
+	}{
+		{"ACLRules", "ACL SETUSER locker on >password " + strings.Join(ACLRules("lock:"), " "), []string{readme, deployment}},
+		{"ACLRulesCluster", "ACL SETUSER locker " + strings.Join(ACLRulesCluster(), " ") + " ", []string{deployment}},
+		{"ACLRulesBehindSentinel", "ACL SETUSER locker " + strings.Join(ACLRulesBehindSentinel(), " ") + " ", []string{deployment}},
+		{"ACLRulesSentinel", "ACL SETUSER locker on >password " + strings.Join(ACLRulesSentinel(), " ") + " ", []string{deployment}},
+	} {
+		for _, path := range c.paths {
+			if !strings.Contains(text[path], c.want) {
+				t.Errorf("%s does not show the ACL rule of harness.%s; want:\n%s", path, c.name, c.want)
+			}
 		}
 	}
 }
