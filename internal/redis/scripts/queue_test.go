@@ -3,6 +3,8 @@ package scripts
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +76,54 @@ func TestFullQueueSweep(t *testing.T) {
 	}
 	if n := o.c.ZCard(context.Background(), o.k.Queue).Val(); n != 3 {
 		t.Fatalf("queue holds %d entries, want 3 (A, C, D)", n)
+	}
+	if _, ok := o.records()["B"]; ok {
+		t.Fatal("B's record is left after the sweep")
+	}
+}
+
+// A heartbeat sweeps the dead entries right behind the first live waiter
+// it lists, wherever that waiter stands: with the queue A, B (dead), C,
+// D (dead), E under a held lock, C's heartbeat removes D, and A's
+// heartbeat then removes B; the live waiters all stay, in their order.
+func TestHeartbeatSweepsBehindLiveWaiter(t *testing.T) {
+	o := newOps(t, "id")
+	cs := NewConsts(100, 100, Classic)
+	o.acquireTTL("H", time.Minute, false)
+	for _, tok := range []string{"A", "B", "C", "D", "E"} {
+		if g := o.acquireTTL(tok, time.Minute, true); !g.Queued {
+			t.Fatalf("%s = %+v, want queued", tok, g)
+		}
+	}
+	o.kill("B")
+	o.kill("D")
+	heartbeat := func(tok string) {
+		t.Helper()
+		k, a := cs.Heartbeat(o.k, []string{tok}, time.Minute)
+		r, err := o.eval(Heartbeat, k, a).Int64Slice()
+		if err != nil || len(r) != 1 || !ParseHeartbeat(r[0]).Queued {
+			t.Fatalf("heartbeat of %s = %v, %v; want it queued", tok, r, err)
+		}
+	}
+	queue := func() []string {
+		t.Helper()
+		q, err := o.c.ZRange(context.Background(), o.k.Queue, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	heartbeat("C")
+	// B, ahead of C, may stay: the sweep need not look there.
+	if got := strings.Replace(fmt.Sprint(queue()), "B ", "", 1); got != "[A C E]" {
+		t.Fatalf("queue after C's heartbeat = %v, want [A C E] with or without B (D, dead behind C, swept)", queue())
+	}
+	if _, ok := o.records()["D"]; ok {
+		t.Fatal("D's record is left after the sweep")
+	}
+	heartbeat("A")
+	if got, want := fmt.Sprint(queue()), "[A C E]"; got != want {
+		t.Fatalf("queue after A's heartbeat = %s, want %s (B, dead behind A, swept)", got, want)
 	}
 	if _, ok := o.records()["B"]; ok {
 		t.Fatal("B's record is left after the sweep")

@@ -44,6 +44,18 @@ local function next_ticket(q, us)
   return us, #tail == 0
 end
 
+-- make_room is for a requester with no entry that finds the queue full
+-- (max_waiters entries): a bounded sweep of the first entries may make
+-- room. It returns false when the queue is still full; otherwise true, and
+-- whether the sweep emptied the queue (which deleted its keys: the
+-- requester is then the first entry of a new queue).
+local function make_room(q, w, now, limit, max_waiters)
+  if sweep(q, w, now, limit) == 0 then return false end
+  local n = redis.call('ZCARD', q)
+  if n >= max_waiters then return false end
+  return true, n == 0
+end
+
 -- enqueue_behind is acquire_step for a waiting requester of a lock that
 -- another token holds (at us, the server's clock in µs; now in ms), the
 -- contended case: ZADD NX tells whether the requester has an entry (a new
@@ -54,13 +66,10 @@ local function enqueue_behind(lock, q, w, token, ttl, wttl, max_waiters, limit, 
   local is_head = 0
   if created then is_head = 1 end
   if not created and redis.call('ZCARD', q) >= max_waiters and redis.call('HEXISTS', w, token) == 0 then
-    -- Full, and the requester has no entry: a bounded sweep of the first
-    -- entries may make room.
-    local n = max_waiters
-    if sweep(q, w, now, limit) > 0 then n = redis.call('ZCARD', q) end
-    if n >= max_waiters then return nil, max_waiters end
-    -- A sweep that emptied the queue deleted its keys.
-    if n == 0 then created, is_head = true, 1 end
+    -- Full, and the requester has no entry.
+    local room, emptied = make_room(q, w, now, limit, max_waiters)
+    if not room then return nil, max_waiters end
+    if emptied then created, is_head = true, 1 end
   end
   if redis.call('ZADD', q, 'NX', int(ticket), token) == 0 then
     -- The requester has an entry: live, it keeps its ticket (a retry);
@@ -147,12 +156,9 @@ local function acquire_step(lock, q, f, w, token, ttl, wait, wttl, max_waiters, 
     if not mine then
       ticket, created = next_ticket(q, us)
       if not created and redis.call('ZCARD', q) >= max_waiters then
-        -- Full: a bounded sweep of the first entries may make room.
-        local n = max_waiters
-        if sweep(q, w, now, limit) > 0 then n = redis.call('ZCARD', q) end
-        if n >= max_waiters then return nil, max_waiters end
-        -- A sweep that emptied the queue deleted its keys.
-        if n == 0 then created, is_head = true, 1 end
+        local room, emptied = make_room(q, w, now, limit, max_waiters)
+        if not room then return nil, max_waiters end
+        if emptied then created, is_head = true, 1 end
       end
       redis.call('ZADD', q, int(ticket), token)
       if created then is_head = 1 end
