@@ -55,6 +55,18 @@ type AcquireRequest struct {
 	// WaiterTTL is how long a queue entry lives without a heartbeat. Used
 	// only with Wait.
 	WaiterTTL time.Duration
+	// Capacity, when 2 or more, makes the id shared (a [Sharer]'s
+	// capability): leases on it may be held together as long as their
+	// Permits add up to at most Capacity. 0 (and 1) mean a mutex: one
+	// lease at a time. An id's capacity is fixed while it has a holder or
+	// a waiter: a request with another capacity fails with ErrCapacity and
+	// changes nothing.
+	Capacity int
+	// Permits is how many of the Capacity permits the lease takes, 1 to
+	// Capacity (Capacity: an exclusive lease, which excludes every other
+	// one). Used only when Capacity is 2 or more; the core never sends 0
+	// with a shared Capacity.
+	Permits int
 }
 
 // Grant is the outcome of one Acquire step.

@@ -24,7 +24,9 @@
 //     (fallback: the core's Inspect returns ErrUnsupported);
 //   - [HandOffer]: direct hand-off, a step that frees the lock grants it to
 //     the head and the wake-up carries the grant (checklist item 14;
-//     fallback: the head is woken and takes the lock with its own step).
+//     fallback: the head is woken and takes the lock with its own step);
+//   - [Sharer]: shared ids, for semaphores and reader-writer locks
+//     (checklist item 15; fallback: none, the core returns ErrUnsupported).
 //
 // # Implementer's checklist
 //
@@ -194,6 +196,28 @@
 //     process died costs the queue that lease's TTL: the lease expires,
 //     and the next head, told that TTL, takes the lock then. A waiter
 //     cancelled before it sees its grant releases it with Leave (item 5).
+//  15. Shared ids (optional, [Sharer]). An id acquired with a Capacity of
+//     2 or more keeps that capacity, with its permits, in its state while
+//     it has a holder or a waiter; a request with another capacity (a
+//     mutex's 0 or 1 included, and a shared request on a mutex) fails with
+//     ErrCapacity and changes nothing. Its holders are a set of leases,
+//     each with its own token, expiry, fence (from the id's one counter:
+//     every grant takes a new, greater fence) and permits. Items 1-14 hold
+//     with "the lock is free" read as "the requester's permits fit": the
+//     permits of the live leases plus req.Permits are at most Capacity.
+//     A requester is granted if and only if it fits and no live waiter is
+//     ahead of it: a head that does not fit blocks everyone behind it,
+//     even a request that would fit (so an exclusive waiter is never
+//     starved by shared ones). A waiter's entry records its permits. Every
+//     step that frees permits or removes a head grants (with
+//     [HandOffer]), or wakes, the heads in ticket order while they fit:
+//     several waiters in one step, each with its own fence, wake-up and
+//     grant. Grant.HolderTTL and Wake.HolderTTL are the remaining TTL of
+//     the live lease that ends first. Release, Extend and Leave find the
+//     token's lease among the holders; Inspect lists them (Holders,
+//     Capacity) and each waiter's Permits. A lease that ends, by expiry or
+//     release, frees its permits; when the id has no holder and no waiter,
+//     its capacity is forgotten with the rest of its state.
 //
 // The conformance package runs the same suite against every backend; a new
 // backend is done when conformance.Run passes.

@@ -24,6 +24,11 @@ var (
 	// waiters the backend allows (H3). Nothing is enqueued.
 	ErrQueueFull = errors.New("lock: queue full")
 
+	// ErrCapacity is returned when a request names a capacity (a shared
+	// id's, or a mutex's) other than the one the id has while it is held
+	// or has waiters (see AcquireRequest.Capacity). Nothing is changed.
+	ErrCapacity = errors.New("lock: the id is in use with another capacity")
+
 	// ErrNotReplicated is returned by a grant or an extension that fewer
 	// replicas acknowledged than the backend was told to wait for (the
 	// Redis adapters' WaitReplicas option). A grant is released again

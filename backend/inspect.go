@@ -43,11 +43,30 @@ type Inspection struct {
 	TTL time.Duration
 	// Holder is the fingerprint of the holder's token when Held.
 	Holder string
+	// Capacity is the id's capacity when it is shared (2 or more, see
+	// AcquireRequest.Capacity), else 0.
+	Capacity int
+	// Holders are the live leases of a shared id, in grant (fence) order;
+	// nil for a mutex. Held, Fence, TTL and Holder then describe the
+	// lease granted last.
+	Holders []HolderInfo
 	// QueueLen is the number of live waiters.
 	QueueLen int
 	// Waiters are the first live waiters, head first, bounded by the
 	// maxWaiters of the call.
 	Waiters []WaiterInfo
+}
+
+// HolderInfo describes one live lease of a shared id.
+type HolderInfo struct {
+	// Fence is the lease's fencing token.
+	Fence uint64
+	// TTL is the lease's remaining time to live.
+	TTL time.Duration
+	// Holder is the fingerprint of the lease's token.
+	Holder string
+	// Permits is how many permits the lease takes.
+	Permits int
 }
 
 // WaiterInfo describes one queued waiter.
@@ -64,6 +83,9 @@ type WaiterInfo struct {
 	// process heartbeats again (it does so every third of its
 	// WaiterTimeout while it lives). It is not the caller's queue timeout.
 	Deadline time.Duration
+	// Permits is how many permits the waiter asks for, on a shared id;
+	// 0 on a mutex.
+	Permits int
 }
 
 // fingerprintLength is the length of a Fingerprint.

@@ -66,3 +66,15 @@ type ExtendRequest struct {
 type HandOffer interface {
 	HandsOff() bool
 }
+
+// Sharer is an optional capability: shared ids, for semaphores and
+// reader-writer locks. When Shares reports true, Acquire (and AcquireBatch)
+// take requests with a Capacity of 2 or more (see AcquireRequest.Capacity
+// and checklist item 15), and Release, Extend, Leave, Heartbeat and
+// Inspect work on shared ids by token as on a mutex.
+//
+// The fallback, for a backend without it (or Shares false), is none: the
+// core returns ErrUnsupported for a shared request before any step.
+type Sharer interface {
+	Shares() bool
+}
