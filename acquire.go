@@ -47,6 +47,45 @@ type AcquireOptions struct {
 	// ExtendEvery is the keep-alive period. Default ttl/3. It must be
 	// shorter than ttl.
 	ExtendEvery time.Duration
+	// Capacity, 2 or more, makes the id a semaphore: leases on it are held
+	// together while their Permits add up to at most Capacity, and the
+	// queue stays FIFO (a waiter that does not fit yet holds back every
+	// waiter behind it, so an exclusive one is never starved; the waiters
+	// at the head that fit are granted together). Each lease has its own
+	// token, fence, TTL and release, as a mutex's. A reader-writer lock is
+	// a semaphore whose readers take 1 permit and whose writer takes them
+	// all (Permits: Capacity). Default 0: a mutex, as is 1. An id has one
+	// capacity while it is held or has waiters: a call with another one
+	// fails with ErrCapacity. Needs a backend that is a backend.Sharer
+	// (else ErrUnsupported, before any I/O).
+	Capacity int
+	// Permits is how many of Capacity's permits the lease takes, from 1
+	// to Capacity (exclusive). Default 1.
+	Permits int
+}
+
+// share is the capacity of a call's id and the permits of its leases
+// (see AcquireOptions.Capacity); zero for a mutex.
+type share struct{ capacity, permits int }
+
+// share validates o's Capacity and Permits for this Locker's backend and
+// returns them, normalized: a Capacity of 1 is a mutex.
+func (l *Locker) share(o *AcquireOptions) (share, error) {
+	switch {
+	case o.Capacity < 0:
+		return share{}, argErr("opts.Capacity", fmt.Sprintf("must not be negative, got %d", o.Capacity))
+	case o.Permits < 0:
+		return share{}, argErr("opts.Permits", fmt.Sprintf("must not be negative, got %d", o.Permits))
+	case o.Capacity <= 1 && o.Permits > 1:
+		return share{}, argErr("opts.Permits", fmt.Sprintf("is %d without a Capacity of 2 or more (a mutex takes 1)", o.Permits))
+	case o.Capacity <= 1:
+		return share{}, nil
+	case o.Permits > o.Capacity:
+		return share{}, argErr("opts.Permits", fmt.Sprintf("is %d, more than opts.Capacity (%d)", o.Permits, o.Capacity))
+	case !l.shares:
+		return share{}, fmt.Errorf("%w (opts.Capacity %d: the backend is not a backend.Sharer)", ErrUnsupported, o.Capacity)
+	}
+	return share{capacity: o.Capacity, permits: max(o.Permits, 1)}, nil
 }
 
 // check validates the options of a call with ttl, and returns the
@@ -116,6 +155,10 @@ func (l *Locker) Acquire(ctx context.Context, id string, ttl time.Duration, opts
 	if err != nil {
 		return Result{ID: id}, err
 	}
+	sh, err := l.share(&o)
+	if err != nil {
+		return Result{ID: id}, err
+	}
 	if o.Token == "" {
 		o.Token = newToken()
 	}
@@ -127,7 +170,7 @@ func (l *Locker) Acquire(ctx context.Context, id string, ttl time.Duration, opts
 	}
 	defer l.end()
 	start := l.obsNow()
-	res, err := l.acquire(ctx, id, ttl, o)
+	res, err := l.acquire(ctx, id, ttl, sh, o)
 	l.observeAcquire(ctx, start, id, o.NoWait, res, err)
 	if res.Acquired && every > 0 {
 		l.keeper.keepAlive(res.Lease, every)
@@ -148,6 +191,7 @@ type acquireCall struct {
 	ctx   context.Context
 	id    string
 	ttl   time.Duration
+	sh    share
 	o     AcquireOptions
 	start time.Time
 	gr    grace // the grace of the call's waits once ctx ended
@@ -158,8 +202,8 @@ type acquireCall struct {
 // The plain try is skipped when this Locker is already subscribed to the
 // id (it waits on it, or did a moment ago): the first waiting step grants
 // a free id just as well, so steady-state contention costs one step less.
-func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o AcquireOptions) (Result, error) {
-	c := &acquireCall{l: l, ctx: ctx, id: id, ttl: ttl, o: o, start: time.Now()}
+func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, sh share, o AcquireOptions) (Result, error) {
+	c := &acquireCall{l: l, ctx: ctx, id: id, ttl: ttl, sh: sh, o: o, start: time.Now()}
 	if o.NoWait || !l.room.subscribed(id) {
 		if res, done, err := c.try(); done {
 			return res, err
@@ -171,7 +215,7 @@ func (l *Locker) acquire(ctx context.Context, id string, ttl time.Duration, o Ac
 // try runs the plain try; done reports that the call is over: granted,
 // failed, or held with NoWait.
 func (c *acquireCall) try() (res Result, done bool, err error) {
-	g, err, stray := c.l.acquireStep(c.ctx, &c.gr, c.l.request(c.id, c.o.Token, c.ttl, false), false)
+	g, err, stray := c.l.acquireStep(c.ctx, &c.gr, c.l.request(c.id, c.o.Token, c.ttl, c.sh, false), false)
 	switch {
 	case stray: // its goroutine cleans up after it
 		return Result{ID: c.id}, true, wrap(c.ctx, "acquire", c.id, err)
@@ -191,7 +235,7 @@ func (c *acquireCall) try() (res Result, done bool, err error) {
 // the queue timeout, the end of ctx or Close.
 func (c *acquireCall) queue() (Result, error) {
 	poke := make(chan struct{}, 1)
-	wt := c.l.newWait(c.id, c.o.Token, c.ttl, c.start.Add(c.o.QueueTimeout), func() { nudge(poke) }, false)
+	wt := c.l.newWait(c.id, c.o.Token, c.ttl, c.sh, c.start.Add(c.o.QueueTimeout), func() { nudge(poke) }, false)
 	if err := c.l.room.register(c.ctx, &wt.w); err != nil {
 		return c.notAcquired(), err
 	}
@@ -293,7 +337,7 @@ func (l *Locker) retryable(ctx context.Context, err error) bool {
 // for while ctx lives (see cleanup). It returns the step's error,
 // wrapped.
 func (l *Locker) abandon(ctx context.Context, g *grace, op, id, token string, err error) error {
-	if errors.Is(err, backend.ErrQueueFull) || fallback.Unsent(err) {
+	if refused(err) || fallback.Unsent(err) {
 		return wrap(ctx, op, id, err) // nothing was enqueued, or nothing was sent
 	}
 	if cerr := l.cleanup(ctx, g, id, token); cerr != nil {
@@ -326,7 +370,13 @@ func (l *Locker) acquireStep(ctx context.Context, g *grace, req backend.AcquireR
 // queue entry or a grant of its token.
 func left(g backend.Grant, err error) bool {
 	if err != nil {
-		return !fallback.Unsent(err) && !errors.Is(err, backend.ErrQueueFull)
+		return !fallback.Unsent(err) && !refused(err)
 	}
 	return g.Acquired || g.Queued
+}
+
+// refused reports whether err is an Acquire step's answer that it changed
+// nothing: a full queue, or another capacity.
+func refused(err error) bool {
+	return errors.Is(err, backend.ErrQueueFull) || errors.Is(err, backend.ErrCapacity)
 }

@@ -45,8 +45,13 @@ var (
 	// read) is such a failure; only the end of the caller's ctx is a ctx
 	// error.
 	ErrBackend = backend.ErrBackend
+	// ErrCapacity: the id is held, or has waiters, with another capacity
+	// (AcquireOptions.Capacity: a semaphore's, or a mutex's). Nothing was
+	// changed.
+	ErrCapacity = backend.ErrCapacity
 	// ErrUnsupported: the backend lacks the optional capability a call
-	// needs (Inspect on a backend that is not a backend.Inspector). It also
+	// needs (Inspect on a backend that is not a backend.Inspector, a shared
+	// id on one that is not a backend.Sharer). It also
 	// matches errors.ErrUnsupported.
 	ErrUnsupported = backend.ErrUnsupported
 )
@@ -163,7 +168,7 @@ func argErr(arg, reason string) error {
 }
 
 var sentinels = [...]error{backend.ErrNotHeld, backend.ErrQueueFull, backend.ErrClosed,
-	backend.ErrInvalidArgument, ErrLeaseLost, ErrNotAcquired}
+	backend.ErrInvalidArgument, backend.ErrCapacity, ErrLeaseLost, ErrNotAcquired}
 
 // isSentinel reports whether err is (or wraps) one of the lock's own
 // sentinel errors, which keep their identity instead of becoming a

@@ -165,6 +165,7 @@ type Locker struct {
 	heartbeat    time.Duration
 	resolution   time.Duration
 	handsOff     bool // the backend grants by hand-off (backend.HandOffer)
+	shares       bool // the backend takes shared ids (backend.Sharer)
 	log          *slog.Logger
 	obs          *observer // nil without an Observer
 
@@ -204,6 +205,7 @@ func New(b backend.Backend, opts *Options) (*Locker, error) {
 		heartbeat:    wt / 3,
 		resolution:   res,
 		handsOff:     fallback.HandsOff(b),
+		shares:       fallback.Shares(b),
 		log:          o.Logger,
 		obs:          obs,
 		life:         life,

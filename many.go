@@ -81,12 +81,17 @@ func (l *Locker) AcquireMany(ctx context.Context, ids []string, ttl time.Duratio
 			yield(Snapshot{}, err)
 			return
 		}
+		sh, err := l.share(&o)
+		if err != nil {
+			yield(Snapshot{}, err)
+			return
+		}
 		if err := l.begin(); err != nil {
 			yield(Snapshot{}, err)
 			return
 		}
 		defer l.end()
-		m := &many{l: l, ttl: ttl, every: every, start: time.Now(), token: o.Token,
+		m := &many{l: l, ttl: ttl, sh: sh, every: every, start: time.Now(), token: o.Token,
 			noWait: o.NoWait, queueTimeout: cmp.Or(o.QueueTimeout, l.queueTimeout)}
 		m.run(ctx, ids, yield)
 	}
@@ -124,6 +129,7 @@ type manyItem struct {
 type many struct {
 	l     *Locker
 	ttl   time.Duration
+	sh    share
 	every time.Duration // keep-alive period of the leases; 0 = not kept alive
 	start time.Time
 	token string // the caller's token for every id, or "" for a new one per id
@@ -153,7 +159,7 @@ func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error
 			tok = newToken()
 		}
 		it := &manyItem{idx: i, pending: true}
-		it.wt = m.l.newWait(id, tok, m.ttl, deadline, func() { m.handOff(it) }, true)
+		it.wt = m.l.newWait(id, tok, m.ttl, m.sh, deadline, func() { m.handOff(it) }, true)
 		m.items[i] = it
 	}
 	shown := false
@@ -186,7 +192,7 @@ func (m *many) run(ctx context.Context, ids []string, yield func(Snapshot, error
 func (m *many) try(ctx context.Context) error {
 	reqs := make([]backend.AcquireRequest, len(m.items))
 	for i, it := range m.items {
-		reqs[i] = m.l.request(it.wt.w.id, it.wt.w.token, m.ttl, false)
+		reqs[i] = m.l.request(it.wt.w.id, it.wt.w.token, m.ttl, m.sh, false)
 	}
 	sent := time.Now()
 	res, err := m.batch(ctx, reqs)

@@ -11,7 +11,7 @@ import (
 // observedBackend wraps a Locker's backend when it has an Observer: every
 // step is reported as an EventStep. It keeps the optional capabilities the
 // core uses (Batcher and ExtendBatcher, through the inner one or the
-// fallbacks; Resolver; Inspector, or ErrUnsupported; HandOffer), so the core treats it
+// fallbacks; Resolver; Inspector, or ErrUnsupported; HandOffer; Sharer), so the core treats it
 // like the backend it wraps. A new optional capability that the core looks for must be
 // forwarded here too.
 type observedBackend struct {
@@ -26,6 +26,7 @@ var (
 	_ backend.Resolver      = (*observedBackend)(nil)
 	_ backend.Inspector     = (*observedBackend)(nil)
 	_ backend.HandOffer     = (*observedBackend)(nil)
+	_ backend.Sharer        = (*observedBackend)(nil)
 )
 
 // step reports one step that began at start.
@@ -129,3 +130,6 @@ func (o *observedBackend) ExtendBatch(ctx context.Context, reqs []backend.Extend
 
 // HandsOff reports whether the inner backend hands off.
 func (o *observedBackend) HandsOff() bool { return fallback.HandsOff(o.b) }
+
+// Shares reports whether the inner backend takes shared ids.
+func (o *observedBackend) Shares() bool { return fallback.Shares(o.b) }

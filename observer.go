@@ -124,9 +124,9 @@ type Event struct {
 
 // StepFailed reports whether a step's error is a failure of the store or
 // the client (or the caller's context), rather than one of the store's
-// answers (ErrNotHeld, ErrQueueFull) or nil.
+// answers (ErrNotHeld, ErrQueueFull, ErrCapacity) or nil.
 func StepFailed(err error) bool {
-	return err != nil && !errors.Is(err, backend.ErrNotHeld) && !errors.Is(err, backend.ErrQueueFull)
+	return err != nil && !errors.Is(err, backend.ErrNotHeld) && !refused(err)
 }
 
 // observer is a Locker's Observer and its waiter count.

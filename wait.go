@@ -21,6 +21,7 @@ type wait struct {
 	l        *Locker
 	w        waiter // the entry the room routes wake-ups to
 	ttl      time.Duration
+	sh       share     // the id's capacity and the lease's permits
 	deadline time.Time // the queue timeout
 	notify   func()    // pokes the driver; it must not block
 	// batched: the driver steps at its own ticks, so only a grant by
@@ -50,11 +51,11 @@ const (
 	moveTimedOut             // the queue timeout passed
 )
 
-// newWait returns the wait of token for id, its lease's ttl, which gives
-// up at deadline and calls notify to poke its driver (see wait.batched).
-// Its first move is a step.
-func (l *Locker) newWait(id, token string, ttl time.Duration, deadline time.Time, notify func(), batched bool) *wait {
-	wt := &wait{l: l, ttl: ttl, deadline: deadline, notify: notify, batched: batched, woken: true}
+// newWait returns the wait of token for id, its lease's ttl and share,
+// which gives up at deadline and calls notify to poke its driver (see
+// wait.batched). Its first move is a step.
+func (l *Locker) newWait(id, token string, ttl time.Duration, sh share, deadline time.Time, notify func(), batched bool) *wait {
+	wt := &wait{l: l, ttl: ttl, sh: sh, deadline: deadline, notify: notify, batched: batched, woken: true}
 	wt.w = waiter{id: id, token: token, wake: wt.wake, told: wt.told}
 	if l.handsOff {
 		wt.w.granted = wt.granted
@@ -64,13 +65,14 @@ func (l *Locker) newWait(id, token string, ttl time.Duration, deadline time.Time
 
 // request returns the Acquire step of token for id: a plain try, or with
 // join a waiting step (enqueue, or keep its place, and refresh the entry).
-func (l *Locker) request(id, token string, ttl time.Duration, join bool) backend.AcquireRequest {
-	return backend.AcquireRequest{ID: id, Token: token, TTL: ttl, Wait: join, WaiterTTL: l.waiterTTL}
+func (l *Locker) request(id, token string, ttl time.Duration, sh share, join bool) backend.AcquireRequest {
+	return backend.AcquireRequest{ID: id, Token: token, TTL: ttl, Wait: join, WaiterTTL: l.waiterTTL,
+		Capacity: sh.capacity, Permits: sh.permits}
 }
 
 // request returns the wait's waiting step.
 func (wt *wait) request() backend.AcquireRequest {
-	return wt.l.request(wt.w.id, wt.w.token, wt.ttl, true)
+	return wt.l.request(wt.w.id, wt.w.token, wt.ttl, wt.sh, true)
 }
 
 // wake takes a plain wake-up: re-check with a step.

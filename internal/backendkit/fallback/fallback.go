@@ -114,6 +114,14 @@ func HandsOff(b backend.Backend) bool {
 	return ok && h.HandsOff()
 }
 
+// Shares reports whether b takes shared ids (backend.Sharer reporting
+// true). There is no fallback: the core refuses a shared request for a
+// backend without it.
+func Shares(b backend.Backend) bool {
+	s, ok := b.(backend.Sharer)
+	return ok && s.Shares()
+}
+
 // Resolution returns b's resolution, or one millisecond when b is not a
 // Resolver (or reports none).
 func Resolution(b backend.Backend) time.Duration {
