@@ -128,6 +128,50 @@ func ExampleLocker_TryAcquire() {
 	// Output: false true
 }
 
+// ExampleLocker_Acquire_semaphore: at most 4 calls to a partner's API at
+// once, across every process, served in arrival order.
+func ExampleLocker_Acquire_semaphore() {
+	ctx := context.Background()
+	b, _ := memorybackend.New(nil)
+	locker, _ := lock.New(b, nil)
+	defer locker.Close()
+
+	partner := &lock.AcquireOptions{Capacity: 4} // a semaphore of 4 permits; each lease takes 1
+	res, err := locker.Acquire(ctx, "partner-api", 30*time.Second, partner)
+	if err != nil || !res.Acquired {
+		return
+	}
+	defer res.Lease.Release(ctx)
+	in, _ := locker.Inspect(ctx, "partner-api")
+	fmt.Println(len(in.Holders), "of", in.Capacity)
+	// Output: 1 of 4
+}
+
+// ExampleLocker_Acquire_readersWriter: readers share the id; the writer
+// takes every permit, so it waits for the readers ahead of it and holds
+// back the readers behind it.
+func ExampleLocker_Acquire_readersWriter() {
+	ctx := context.Background()
+	store, _ := memorybackend.NewStore(nil)
+	a, _ := lock.New(store.NewBackend(), nil)
+	b, _ := lock.New(store.NewBackend(), nil)
+	defer a.Close()
+	defer b.Close()
+
+	read := &lock.AcquireOptions{Capacity: 100}               // up to 100 readers at once
+	write := &lock.AcquireOptions{Capacity: 100, Permits: 100} // the writer excludes everyone
+	r, _ := a.Acquire(ctx, "prices", time.Minute, read)
+	w, _ := b.Acquire(ctx, "prices", time.Minute, &lock.AcquireOptions{Capacity: 100, Permits: 100, NoWait: true})
+	fmt.Println(r.Acquired, w.Acquired)
+	r.Lease.Release(ctx)
+	w, _ = b.Acquire(ctx, "prices", time.Minute, write)
+	fmt.Println(w.Acquired)
+	w.Lease.Release(ctx)
+	// Output:
+	// true false
+	// true
+}
+
 // Example_redis is the README's API tour: the go-redis adapter against a
 // Redis at localhost:6379. It is compiled but not run (it has no output).
 func Example_redis() {

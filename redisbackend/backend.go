@@ -71,8 +71,8 @@ type Options struct {
 }
 
 // adapter is the backend.Backend that New returns: Redis through go-redis.
-// It also implements backend.Batcher, backend.Resolver, backend.HandOffer
-// and backend.Inspector. It is safe for concurrent use; one adapter is one
+// It also implements backend.Batcher, backend.Resolver, backend.HandOffer,
+// backend.Sharer and backend.Inspector. It is safe for concurrent use; one adapter is one
 // "process" of the lock protocol. Each step asks the engine for its call,
 // sends it with the adapter's client (through the Runner, which the
 // adapter built with that client) and hands the reply to the engine.
@@ -96,6 +96,7 @@ var (
 	_ backend.Batcher   = (*adapter)(nil)
 	_ backend.Resolver  = (*adapter)(nil)
 	_ backend.HandOffer = (*adapter)(nil)
+	_ backend.Sharer    = (*adapter)(nil)
 )
 
 // New returns a backend.Backend on client, for lock.New; nil opts means

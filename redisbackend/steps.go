@@ -82,3 +82,7 @@ func (b *adapter) Resolution() time.Duration { return time.Millisecond }
 // comes (backend.HandOffer): not with WaitReplicas, where a waiter must
 // learn of its grant from a step of its own, which waits for the replicas.
 func (b *adapter) HandsOff() bool { return b.e.HandsOff() }
+
+// Shares reports true: shared ids (backend.Sharer), for semaphores and
+// reader-writer locks, in every mode.
+func (b *adapter) Shares() bool { return true }

@@ -102,7 +102,7 @@ func (m Mode) String() string {
 
 // adapter is the backend.Backend that New and NewWithClient return: Redis
 // through rueidis. It also implements backend.Batcher, backend.Resolver,
-// backend.HandOffer and backend.Inspector. It is safe for concurrent use;
+// backend.HandOffer, backend.Sharer and backend.Inspector. It is safe for concurrent use;
 // one adapter is one "process" of the lock protocol, with an inbox of its
 // own that its waiters' wake-ups come to. Each step asks the engine for
 // its call, sends it with the adapter's client (through the Runner, which
@@ -125,6 +125,7 @@ var (
 	_ backend.Batcher   = (*adapter)(nil)
 	_ backend.Resolver  = (*adapter)(nil)
 	_ backend.HandOffer = (*adapter)(nil)
+	_ backend.Sharer    = (*adapter)(nil)
 )
 
 // New builds a rueidis client from opts.ClientOption (through

@@ -18,7 +18,13 @@ import (
 
 // AcquireCall is the acquire script: fair try-acquire with optional
 // enqueue.
+// A request with a Capacity of 2 or more (a shared id) is the
+// acquire_shared script.
 func (e *Engine) AcquireCall(req backend.AcquireRequest) Call {
+	if req.Capacity >= 2 {
+		k, a := e.consts.AcquireShared(e.cfg.Keys.For(req.ID), req, e.inboxAddress(req.ID))
+		return Call{Script: scripts.AcquireShared, Keys: k, Args: a, Wait: e.cfg.Wait.Replicas > 0}
+	}
 	k, a := e.consts.Acquire(e.cfg.Keys.For(req.ID), req, e.inboxAddress(req.ID))
 	return Call{Script: scripts.Acquire, Keys: k, Args: a, Wait: e.cfg.Wait.Replicas > 0}
 }
@@ -171,17 +177,56 @@ type AcquireBatch struct {
 	Calls  []Call
 	n      int
 	groups []*scripts.AcquireGroup
+	shared []int // the positions of the shared requests, whose calls follow the groups'
 }
 
-// AcquireBatchCalls builds the acquire_many calls of reqs.
+// AcquireBatchCalls builds the acquire_many calls of reqs; a shared
+// request (Capacity 2 or more) is an acquire_shared call of its own, after
+// them.
 func (e *Engine) AcquireBatchCalls(reqs []backend.AcquireRequest) AcquireBatch {
-	groups := scripts.GroupAcquires(reqs, e.cluster, scripts.MaxAcquireBatch)
-	calls := make([]Call, len(groups))
+	var shared []int
+	mutex := reqs
+	for i, r := range reqs {
+		if r.Capacity >= 2 {
+			shared = append(shared, i)
+		}
+	}
+	if len(shared) > 0 {
+		mutex = make([]backend.AcquireRequest, 0, len(reqs)-len(shared))
+		for _, r := range reqs {
+			if r.Capacity < 2 {
+				mutex = append(mutex, r)
+			}
+		}
+	}
+	groups := scripts.GroupAcquires(mutex, e.cluster, scripts.MaxAcquireBatch)
+	calls := make([]Call, len(groups), len(groups)+len(shared))
 	for i, g := range groups {
 		k, a := e.consts.AcquireMany(e.cfg.Keys, g, e.inboxAddress(g.Reqs[0].ID))
 		calls[i] = Call{Script: scripts.AcquireMany, Keys: k, Args: a, Wait: e.cfg.Wait.Replicas > 0}
+		if len(shared) > 0 {
+			// Positions in reqs, not in mutex.
+			for j, p := range g.Pos {
+				g.Pos[j] = mutexPos(p, shared)
+			}
+		}
 	}
-	return AcquireBatch{Calls: calls, n: len(reqs), groups: groups}
+	for _, p := range shared {
+		calls = append(calls, e.AcquireCall(reqs[p]))
+	}
+	return AcquireBatch{Calls: calls, n: len(reqs), groups: groups, shared: shared}
+}
+
+// mutexPos returns the position in the requests of the p-th request that
+// is not shared, shared being the sorted positions of the shared ones.
+func mutexPos(p int, shared []int) int {
+	for _, s := range shared {
+		if s > p {
+			break
+		}
+		p++
+	}
+	return p
 }
 
 // AcquireBatchReply parses the replies of b's calls: one BatchGrant per
@@ -206,6 +251,14 @@ func (e *Engine) AcquireBatchReply(b AcquireBatch, rs []Reply) (out []backend.Ba
 				out[j] = backend.BatchGrant{Err: e.notReplicated(rs[i].Acks)}
 			}
 		}
+	}
+	for i, p := range b.shared {
+		g, err := e.AcquireReply(rs[len(b.groups)+i])
+		if err != nil && !errors.Is(err, backend.ErrQueueFull) && !errors.Is(err, backend.ErrCapacity) &&
+			!errors.Is(err, backend.ErrNotReplicated) {
+			return out, err
+		}
+		out[p] = backend.BatchGrant{Grant: g, Err: err}
 	}
 	return out, nil
 }

@@ -259,11 +259,17 @@ type Waiter struct {
 	Deadline int64  // ms of the server's clock; the waiter is dead from then on
 	TTL      int64  // the lease TTL it asked for, in ms
 	Inbox    string // where its wake-ups go: kind byte, then name
+	Permits  int    // on a shared id, the permits it asks for; 0 on a mutex
 }
 
-// String returns w as the scripts write it: "<deadline>:<ttl>:<inbox>".
+// String returns w as the scripts write it: "<deadline>:<ttl>:<inbox>",
+// or "<deadline>:<ttl>/<permits>:<inbox>" on a shared id.
 func (w Waiter) String() string {
-	return strconv.FormatInt(w.Deadline, 10) + ":" + strconv.FormatInt(w.TTL, 10) + ":" + w.Inbox
+	p := ""
+	if w.Permits > 0 {
+		p = "/" + strconv.Itoa(w.Permits)
+	}
+	return strconv.FormatInt(w.Deadline, 10) + ":" + strconv.FormatInt(w.TTL, 10) + p + ":" + w.Inbox
 }
 
 // ParseWaiter parses a waiter record; ok is false for a value of another
@@ -281,11 +287,18 @@ func ParseWaiter(v string) (w Waiter, ok bool) {
 	if err != nil || deadline < 0 {
 		return w, false
 	}
+	permits := 0
+	if ttlPart, p, shared := strings.Cut(t, "/"); shared {
+		if permits, err = strconv.Atoi(p); err != nil || permits < 1 {
+			return w, false
+		}
+		t = ttlPart
+	}
 	ttl, err := strconv.ParseInt(t, 10, 64)
 	if err != nil || ttl < 1 {
 		return w, false
 	}
-	return Waiter{Deadline: deadline, TTL: ttl, Inbox: inbox}, true
+	return Waiter{Deadline: deadline, TTL: ttl, Inbox: inbox, Permits: permits}, true
 }
 
 // Fence returns the fence key of a hash slot: "<prefix>fence:{<SlotTag(slot)>}"

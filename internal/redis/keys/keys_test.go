@@ -284,3 +284,22 @@ func TestReleaseNamesAllocs(t *testing.T) {
 		t.Errorf("Fence of a OneServer keyspace: %v allocations, want 0", n)
 	}
 }
+
+// A waiter record round-trips, with or without permits, and a malformed
+// one does not parse.
+func TestWaiterRecord(t *testing.T) {
+	for _, w := range []Waiter{
+		{Deadline: 1700000000000, TTL: 60000, Inbox: "Plock:in:{3}"},
+		{Deadline: 5, TTL: 1, Inbox: "K:x:/y", Permits: 3},
+	} {
+		got, ok := ParseWaiter(w.String())
+		if !ok || got != w {
+			t.Errorf("ParseWaiter(%q) = %+v, %v; want %+v", w.String(), got, ok, w)
+		}
+	}
+	for _, v := range []string{"", "1:2", "1:0:P", "1:2/0:P", "1:2/x:P", "x:2:P", "1:/3:P"} {
+		if w, ok := ParseWaiter(v); ok {
+			t.Errorf("ParseWaiter(%q) = %+v; want not ok", v, w)
+		}
+	}
+}

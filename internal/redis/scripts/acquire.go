@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redislocker/lock/backend"
@@ -10,7 +11,12 @@ import (
 
 // Acquire is the acquire script: fair try-acquire with optional enqueue
 // (see lua/acquire.lua and lua/acquire_step.lua).
-var Acquire = load("acquire", "acquire_step")
+var Acquire = load("acquire", "shared", "acquire_step")
+
+// AcquireShared is the acquire script of a shared id (backend.Sharer: a
+// request with a Capacity of 2 or more; see lua/acquire_shared.lua and
+// lua/shared.lua).
+var AcquireShared = load("acquire_shared", "shared", "acquire_step")
 
 // Acquire returns the KEYS and ARGV of acquire for a requester whose
 // wake-ups go to inbox while it is queued (see InboxAddress).
@@ -21,6 +27,13 @@ func (c Consts) Acquire(k keys.ID, req backend.AcquireRequest, inbox string) (ke
 	}
 	return []string{k.Lock, k.Queue, k.Fence, k.Waiters},
 		[]string{req.Token, Millis(req.TTL), wait, wttl, c.maxWaiters, c.purgeLimit, c.pub, inbox}
+}
+
+// AcquireShared returns the KEYS and ARGV of acquire_shared for a
+// request with a Capacity of 2 or more (see Acquire).
+func (c Consts) AcquireShared(k keys.ID, req backend.AcquireRequest, inbox string) (keys, args []string) {
+	keys, args = c.Acquire(k, req, inbox)
+	return keys, append(args, strconv.Itoa(req.Capacity), strconv.Itoa(req.Permits))
 }
 
 // ParseAcquire turns acquire's reply into a Grant: 7 values, or 8 with

@@ -9,7 +9,7 @@ import (
 
 // AcquireMany is the batch acquire script: acquire's step for many ids in
 // one call (see lua/acquire_many.lua).
-var AcquireMany = load("acquire_many", "acquire_step")
+var AcquireMany = load("acquire_many", "shared", "acquire_step")
 
 // MaxAcquireBatch is the most ids in one AcquireMany call. A free id with
 // no queue costs the server one command in the script (SET NX PX; per call
@@ -78,7 +78,7 @@ func (c Consts) AcquireMany(ks keys.Keyspace, g *AcquireGroup, inbox string) (ke
 // ScatterAcquireMany stores one AcquireMany reply (8 integers per request
 // of g) into out, which is indexed like the requests passed to
 // GroupAcquires. A full queue becomes that request's Err,
-// backend.ErrQueueFull.
+// backend.ErrQueueFull, and a shared id in use backend.ErrCapacity.
 func ScatterAcquireMany(out []backend.BatchGrant, g *AcquireGroup, reply []int64) error {
 	if len(reply) != 8*len(g.Reqs) {
 		return fmt.Errorf("scripts: acquire_many replied %d values for %d requests, want %d", len(reply), len(g.Reqs), 8*len(g.Reqs))
@@ -94,6 +94,8 @@ func ScatterAcquireMany(out []backend.BatchGrant, g *AcquireGroup, reply []int64
 			out[g.Pos[j]] = backend.BatchGrant{Grant: gr}
 		case 1:
 			out[g.Pos[j]] = backend.BatchGrant{Err: backend.ErrQueueFull}
+		case 2:
+			out[g.Pos[j]] = backend.BatchGrant{Err: backend.ErrCapacity}
 		default:
 			return fmt.Errorf("scripts: acquire_many replied status %d", v[0])
 		}

@@ -7,7 +7,7 @@ import (
 )
 
 // Extend is the extend script: compare-and-PEXPIRE (see lua/extend.lua).
-var Extend = load("extend")
+var Extend = load("extend", "shared")
 
 // Extend returns the KEYS and ARGV of extend.
 func (c Consts) Extend(k keys.ID, token string, ttl time.Duration) (keys, args []string) {

@@ -10,7 +10,7 @@ import (
 
 // Heartbeat is the heartbeat script: refresh the deadlines of one id's
 // waiters, report queued/ready (see lua/heartbeat.lua).
-var Heartbeat = load("heartbeat")
+var Heartbeat = load("heartbeat", "shared")
 
 // Heartbeat returns the KEYS and ARGV of heartbeat for tokens of one id
 // (at most MaxHeartbeatBatch).

@@ -13,7 +13,7 @@ import (
 // not in All: a read-only view of one id (held, fence, TTL, fingerprints,
 // live queue length, first live waiters). It writes nothing, so it may run
 // with EVAL_RO or on a replica.
-var Inspect = load("inspect")
+var Inspect = load("inspect", "shared")
 
 // InspectScan is the most queue entries one inspect looks at to find the
 // first live waiters; dead entries (not purged yet) are skipped.
@@ -30,11 +30,11 @@ func InspectCall(k keys.ID, maxWaiters int) (keys, args []string) {
 // ParseInspect turns inspect's reply into an Inspection of id.
 func ParseInspect(id string, r []string) (backend.Inspection, error) {
 	in := backend.Inspection{ID: id}
-	if len(r) < 5 || (len(r)-5)%3 != 0 {
-		return in, fmt.Errorf("scripts: inspect replied %d values, want 5 + 3 per waiter", len(r))
+	if len(r) < 7 {
+		return in, fmt.Errorf("scripts: inspect replied %d values, want at least 7", len(r))
 	}
-	var nums [4]uint64
-	for i, j := range [...]int{0, 1, 2, 4} {
+	var nums [6]uint64
+	for i, j := range [...]int{0, 1, 2, 4, 5, 6} {
 		n, err := strconv.ParseUint(r[j], 10, 64)
 		if err != nil {
 			return in, fmt.Errorf("scripts: inspect reply value %d: %w", j, err)
@@ -48,20 +48,46 @@ func ParseInspect(id string, r []string) (backend.Inspection, error) {
 		in.Holder = r[3]
 	}
 	in.QueueLen = int(nums[3])
-	for i := 5; i < len(r); i += 3 {
-		ticket, err := strconv.ParseUint(r[i], 10, 64)
+	in.Capacity = int(nums[4])
+	holders := int(nums[5])
+	rest := r[7:]
+	if len(rest) < 4*holders || (len(rest)-4*holders)%4 != 0 {
+		return in, fmt.Errorf("scripts: inspect replied %d values, want 7 + 4 per holder (%d) + 4 per waiter", len(r), holders)
+	}
+	for i := 0; i < 4*holders; i += 4 {
+		n, err := uints(rest[i:i+4], 0, 1, 3)
 		if err != nil {
-			return in, fmt.Errorf("scripts: inspect reply ticket %q: %w", r[i], err)
+			return in, fmt.Errorf("scripts: inspect reply holder: %w", err)
 		}
-		left, err := strconv.ParseUint(r[i+1], 10, 64)
+		in.Holders = append(in.Holders, backend.HolderInfo{
+			Fence:   n[0],
+			TTL:     time.Duration(n[1]) * time.Millisecond,
+			Holder:  rest[i+2],
+			Permits: int(n[3]),
+		})
+	}
+	for i := 4 * holders; i < len(rest); i += 4 {
+		n, err := uints(rest[i:i+4], 0, 1, 3)
 		if err != nil {
-			return in, fmt.Errorf("scripts: inspect reply deadline %q: %w", r[i+1], err)
+			return in, fmt.Errorf("scripts: inspect reply waiter: %w", err)
 		}
 		in.Waiters = append(in.Waiters, backend.WaiterInfo{
-			Ticket:   ticket,
-			Token:    r[i+2],
-			Deadline: time.Duration(left) * time.Millisecond,
+			Ticket:   n[0],
+			Token:    rest[i+2],
+			Deadline: time.Duration(n[1]) * time.Millisecond,
+			Permits:  int(n[3]),
 		})
 	}
 	return in, nil
+}
+
+// uints parses the values at positions at of vs as unsigned integers, into
+// the same positions of n.
+func uints(vs []string, at ...int) (n [4]uint64, err error) {
+	for _, i := range at {
+		if n[i], err = strconv.ParseUint(vs[i], 10, 64); err != nil {
+			return n, fmt.Errorf("value %d %q: %w", i, vs[i], err)
+		}
+	}
+	return n, nil
 }

@@ -4,7 +4,7 @@ import "github.com/redislocker/lock/internal/redis/keys"
 
 // Release is the release script: compare-and-delete, then wake the head
 // (see lua/release.lua).
-var Release = load("release")
+var Release = load("release", "shared")
 
 // Release returns the KEYS and ARGV of release; now and before are the
 // release records (keys.Keyspace.Released) of the id's slot for the

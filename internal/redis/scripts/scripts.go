@@ -80,7 +80,7 @@ type Script struct {
 // All returns every script a Backend sends, e.g. to SCRIPT LOAD them up
 // front.
 func All() []Script {
-	return []Script{Acquire, Release, Extend, Leave, Heartbeat, AcquireMany, Wire}
+	return []Script{Acquire, AcquireShared, Release, Extend, Leave, Heartbeat, AcquireMany, Wire}
 }
 
 // load returns the script lua/<name>.lua, prefixed by lib.lua and by the
@@ -130,6 +130,7 @@ func newScript(name, src string) Script {
 const (
 	CodeNotHeld   = "LOCKNOTHELD"   // release, extend: the token does not hold the lock
 	CodeQueueFull = "LOCKQUEUEFULL" // acquire: the id has max waiters
+	CodeCapacity  = "LOCKCAPACITY"  // acquire: the id is in use with another capacity
 	CodeBadArg    = "LOCKBADARG"    // any: an ARGV entry is invalid
 	CodeWire      = "LOCKWIRE"      // wire: the marker holds another version, which follows the code
 )
@@ -140,20 +141,23 @@ func ErrorCode(msg string) string {
 	msg = strings.TrimPrefix(msg, "ERR ")
 	code, _, _ := strings.Cut(msg, " ")
 	switch code {
-	case CodeNotHeld, CodeQueueFull, CodeBadArg, CodeWire:
+	case CodeNotHeld, CodeQueueFull, CodeCapacity, CodeBadArg, CodeWire:
 		return code
 	}
 	return ""
 }
 
-// MapError maps an error reply message to backend.ErrNotHeld or
-// backend.ErrQueueFull; it returns nil for any other message.
+// MapError maps an error reply message to backend.ErrNotHeld,
+// backend.ErrQueueFull or backend.ErrCapacity; it returns nil for any
+// other message.
 func MapError(msg string) error {
 	switch ErrorCode(msg) {
 	case CodeNotHeld:
 		return backend.ErrNotHeld
 	case CodeQueueFull:
 		return backend.ErrQueueFull
+	case CodeCapacity:
+		return backend.ErrCapacity
 	}
 	return nil
 }

@@ -70,8 +70,8 @@ func TestScriptsLoadWithTheirSHA1(t *testing.T) {
 			t.Fatalf("%s does not start with lib.lua", s.Name)
 		}
 	}
-	if len(names) != 7 {
-		t.Fatalf("All() = %v, want 7 distinct scripts", names)
+	if len(names) != 8 {
+		t.Fatalf("All() = %v, want 8 distinct scripts", names)
 	}
 }
 

@@ -20,7 +20,8 @@
 -- integers (0/1 for the flags, ms for the TTLs; holder_ttl is at least 1 when
 -- the lock is held, 0 when it is free), and, when not acquired, an eighth:
 -- the server's clock in µs during the step (for a hand-off's validity).
--- Error replies: LOCKQUEUEFULL, LOCKBADARG.
+-- Error replies: LOCKCAPACITY (the id is a shared one in use, see
+-- shared.lua; nothing changed), LOCKQUEUEFULL, LOCKBADARG.
 local token = ARGV[1]
 if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
 local ttl = posint(2)
@@ -42,7 +43,8 @@ if not inbox then return bad_arg('inbox', why) end
 local fence = try_fast(KEYS[1], KEYS[2], KEYS[3], token, ARGV[2])
 if fence then return {1, fence, ttl, 0, 0, 0, 0} end
 -- [slow path]
-local r, full = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], token, ttl, wait == '1', wttl,
+local r, full, shared = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], token, ttl, wait == '1', wttl,
   max_waiters, limit, inbox)
+if shared then return fail('LOCKCAPACITY', 'the id is in use as a shared id, not a mutex') end
 if not r then return fail('LOCKQUEUEFULL', 'the queue has ' .. full .. ' waiters') end
 return r

@@ -14,8 +14,9 @@
 -- ARGV[4i+1..4i+4] of the i-th id: token, lease TTL in ms, wait ("0"/"1"),
 --         waiter TTL in ms (read only when wait is "1")
 --
--- Reply: 8 integers per id, in order: status (0 done, 1 the queue was full:
--- nothing done for this id) and acquire's 7 reply values. Error reply:
+-- Reply: 8 integers per id, in order: status (0 done, 1 the queue was full,
+-- 2 the id is a shared one in use: nothing done for this id) and acquire's
+-- 7 reply values. Error reply:
 -- LOCKBADARG (for any id; nothing is written then).
 local max_waiters = posint(1)
 if not max_waiters then return bad_arg('max_waiters', 'must be a positive integer') end
@@ -69,9 +70,14 @@ for i = 1, n do
     for j = 5, 8 do out[o + j] = 0 end
   else
     local wait = ARGV[a + 2] == '1'
-    local g = acquire_step(lock, KEYS[k - 2], KEYS[k - 1], KEYS[k], token, ttl, wait,
+    local g, _, shared = acquire_step(lock, KEYS[k - 2], KEYS[k - 1], KEYS[k], token, ttl, wait,
       wait and tonumber(ARGV[a + 3]) or 0, max_waiters, limit, inbox)
-    out[o + 1] = g and 0 or 1 -- 1: the queue was full
+    out[o + 1] = 0
+    if shared then
+      out[o + 1] = 2 -- the id is a shared one in use
+    elseif not g then
+      out[o + 1] = 1 -- the queue was full
+    end
     for j = 1, 7 do out[o + 1 + j] = g and g[j] or 0 end
   end
   o = o + 8

@@ -12,7 +12,8 @@
 --
 -- acquire_step returns {acquired, fence, ttl, holder_ttl, queued, ticket,
 -- head} (and, when not acquired, the server's clock in µs) or, when the
--- queue is full, nil and the number of waiters.
+-- queue is full, nil and the number of waiters, or, when the id is a
+-- shared one in use (see shared.lua), nil, nil and true.
 
 -- try_fast is the fast path, tried before acquire_step: with no lock key
 -- and no queue key (no waiter, live or dead), it grants the lock and
@@ -90,7 +91,14 @@ end
 
 -- acquire_step is the rest of the step, after try_fast returned nil.
 local function acquire_step(lock, q, f, w, token, ttl, wait, wttl, max_waiters, limit, inbox)
-  local holder, held_fence = lock_owner(redis.call('GET', lock))
+  local v = redis.pcall('GET', lock)
+  if type(v) == 'table' then
+    -- A shared id's lock hash (see shared.lua): in use with a capacity,
+    -- unless it is idle.
+    if not shared_idle(lock, q, w, now_ms(), limit) then return nil, nil, true end
+    v = false
+  end
+  local holder, held_fence = lock_owner(v)
   if holder == token then
     -- A retried grant: report the lease as it is (S6). The lock key's TTL
     -- is set again to what is left of it, so that this step writes: a WAIT

@@ -8,6 +8,7 @@
 -- ARGV[2] purge limit
 -- ARGV[3] the pub/sub command: PUBLISH or SPUBLISH (see publish_cmd)
 --
+-- On a shared id (see shared.lua) it ends the one lease with that fence.
 -- The holder's fence is in the lock key's value (see lock_value). It does
 -- not record a release: the holder's own Release afterwards answers
 -- LOCKNOTHELD, as it should.
@@ -24,7 +25,23 @@ local limit, bad = wake_args(2)
 if not limit then return bad end
 
 local lock, q, f, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local v = redis.call('GET', lock)
+local v = redis.pcall('GET', lock)
+if type(v) == 'table' then
+  -- A shared id (see shared.lua): end the lease with that fence, and hand
+  -- off the permits it frees.
+  local us = now_us()
+  local now = math.floor(us / 1000)
+  local st = shared_load(lock, now)
+  for tok, h in pairs(st.holders) do
+    if int(h[2]) == fence then
+      shared_drop(lock, st, tok)
+      shared_hand_off(lock, q, f, w, st, us, limit)
+      shared_touch(lock, q, st, now)
+      return 1
+    end
+  end
+  return fail('LOCKNOTHELD', 'no lease of the shared id has fence ' .. fence)
+end
 if not v then
   return fail('LOCKNOTHELD', 'the id is not held')
 end

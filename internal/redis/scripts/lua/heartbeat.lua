@@ -33,13 +33,13 @@ for i = 4, #ARGV do toks[#toks + 1] = ARGV[i] end
 local recs = redis.call('HMGET', w, unpack(toks))
 local out, live, dead, fresh = {}, {}, {}, {}
 for i, tok in ipairs(toks) do
-  local deadline, ttl, inbox = waiter_parse(recs[i])
+  local deadline, ttl, inbox, permits = waiter_parse(recs[i])
   local r = 0
   if deadline and deadline > now then
     -- A token listed twice is refreshed once.
     if not live[tok] then
       fresh[#fresh + 1] = tok
-      fresh[#fresh + 1] = int(now + wttl) .. ':' .. int(ttl) .. ':' .. inbox
+      fresh[#fresh + 1] = waiter_value(now + wttl, ttl, inbox, permits)
       live[tok] = true
     end
     r = 1
@@ -59,8 +59,17 @@ if #fresh > 0 then
   local r = redis.call('ZRANK', q, fresh[1])
   if r then sweep(q, w, now, limit, r + 1) end
 end
+-- A shared id's lock key is a hash (see shared.lua): the heads that fit
+-- are granted.
+local kind = redis.call('TYPE', lock)['ok']
+if kind == 'hash' then
+  local st = shared_load(lock, now)
+  shared_hand_off(lock, q, f, w, st, us, limit, nil, #dead > 0)
+  shared_touch(lock, q, st, now)
+  return out
+end
 local head, ttl, inbox, next, next_inbox, removed = heads(q, w, now, limit)
-if head and redis.call('EXISTS', lock) == 0 then
+if head and kind == 'none' then
   -- Granted by hand-off; a listed head stays reported queued (1): its
   -- wake-up carries the grant.
   hand_off(lock, q, f, w, head, ttl, inbox, next, next_inbox, us)

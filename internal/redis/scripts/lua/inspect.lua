@@ -9,9 +9,13 @@
 -- The holder's fence is in the lock key's value (see lock_value).
 --
 -- Reply: strings {held (0/1), fence, ttl_ms, holder_fingerprint,
--- queue_len, then per listed waiter: ticket, deadline_left_ms,
--- fingerprint}. queue_len counts the live waiters (deadline after now):
--- it reads every waiter record (HVALS), at most the id's max waiters.
+-- queue_len, capacity, holders, then per holder (of a shared id, see
+-- shared.lua, in fence order): fence, ttl_ms, fingerprint, permits; then
+-- per listed waiter: ticket, deadline_left_ms, fingerprint, permits}.
+-- capacity and holders are 0 for a mutex. On a shared id, fence, ttl_ms
+-- and holder_fingerprint are the lease granted last's. queue_len counts
+-- the live waiters (deadline after now): it reads every waiter record
+-- (HVALS), at most the id's max waiters.
 -- Error reply: LOCKBADARG.
 local maxw = ARGV[1]
 if maxw == '0' then
@@ -28,8 +32,25 @@ local function fp(tok) return string.sub(redis.sha1hex(tok), 1, 8) end
 
 local now = now_ms()
 local out = {'0', '0', '0', ''}
-local v = redis.call('GET', lock)
-if v then
+local holders = {}
+local cap = 0
+local v = redis.pcall('GET', lock)
+if type(v) == 'table' then
+  -- A shared id: its live leases, read only (shared_load would remove the
+  -- ended ones).
+  local all = redis.call('HGETALL', lock)
+  for i = 1, #all, 2 do
+    if all[i] == '' then
+      cap = tonumber(all[i + 1]) or 0
+    else
+      local e, f, p = holder_parse(all[i + 1])
+      if e and e > now then holders[#holders + 1] = {f, e - now, fp(all[i]), p} end
+    end
+  end
+  table.sort(holders, function(a, b) return a[1] < b[1] end)
+  local last = holders[#holders]
+  if last then out = {'1', int(last[1]), int(last[2]), last[3]} end
+elseif v then
   local ttl = redis.call('PTTL', lock)
   if ttl < 0 then ttl = 0 end
   local holder = lock_owner(v)
@@ -42,6 +63,14 @@ for _, rec in ipairs(redis.call('HVALS', w)) do
   if deadline and deadline > now then live = live + 1 end
 end
 out[5] = string.format('%d', live)
+out[6] = int(cap)
+out[7] = int(#holders)
+for _, h in ipairs(holders) do
+  out[#out + 1] = int(h[1])
+  out[#out + 1] = int(h[2])
+  out[#out + 1] = h[3]
+  out[#out + 1] = int(h[4])
+end
 
 if maxw > 0 then
   local n = 0
@@ -52,11 +81,12 @@ if maxw > 0 then
   if #toks > 0 then recs = redis.call('HMGET', w, unpack(toks)) end
   for i = 1, #entries, 2 do
     local tok = entries[i]
-    local deadline = waiter_parse(recs[(i + 1) / 2])
+    local deadline, _, _, permits = waiter_parse(recs[(i + 1) / 2])
     if deadline and deadline > now then
       out[#out + 1] = entries[i + 1]
       out[#out + 1] = string.format('%d', deadline - now)
       out[#out + 1] = fp(tok)
+      out[#out + 1] = int(permits)
       n = n + 1
       if n >= maxw then break end
     end

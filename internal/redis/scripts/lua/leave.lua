@@ -18,7 +18,10 @@ local limit, bad = wake_args(2)
 if not limit then return bad end
 
 local lock, q, f, w = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local holder = lock_owner(redis.call('GET', lock))
+-- A shared id's lock key is a hash (see shared.lua): GET answers WRONGTYPE.
+local v = redis.pcall('GET', lock)
+if type(v) == 'table' then return shared_leave(lock, q, f, w, token, limit) end
+local holder = lock_owner(v)
 local was_head = redis.call('ZRANK', q, token) == 0
 local left = unqueue(q, w, token)
 local released = 0

@@ -205,7 +205,9 @@ end
 -- The waiter record w is a hash: waiter token ->
 -- "<deadline ms>:<lease ttl ms>:<inbox>", the waiter's deadline (ms of the
 -- server's clock: it is dead once the clock reaches it), the lease TTL it
--- asked for and where its wake-ups go (see inbox_arg). A token has a
+-- asked for and where its wake-ups go (see inbox_arg); a waiter of a
+-- shared id (see shared.lua) adds the permits it asks for to the TTL:
+-- "<deadline>:<ttl>/<permits>:<inbox>". A token has a
 -- record exactly while it is in the queue q (a zset: token -> ticket): the
 -- enqueue writes both, and every step that removes a token from q removes
 -- its record too. An entry of q without a well-formed record is dead.
@@ -213,18 +215,26 @@ end
 -- reach the head (heads), in a bounded sweep of the queue's first entries
 -- when it is full (sweep), and with the queue keys' TTL.
 
--- waiter_put records a queued waiter's deadline, lease TTL (ms) and inbox.
-local function waiter_put(w, token, deadline, ttl, inbox)
-  redis.call('HSET', w, token, int(deadline) .. ':' .. int(ttl) .. ':' .. (inbox or ''))
+-- waiter_value returns the record of a waiter with deadline, lease TTL
+-- (ms), inbox and, on a shared id, permits (0 or nil on a mutex).
+local function waiter_value(deadline, ttl, inbox, permits)
+  local p = ''
+  if permits and permits > 0 then p = '/' .. int(permits) end
+  return int(deadline) .. ':' .. int(ttl) .. p .. ':' .. (inbox or '')
 end
 
--- waiter_parse returns the deadline, lease TTL and inbox of a waiter
--- record v, or nil when v is false or malformed.
+-- waiter_put records a queued waiter (see waiter_value).
+local function waiter_put(w, token, deadline, ttl, inbox, permits)
+  redis.call('HSET', w, token, waiter_value(deadline, ttl, inbox, permits))
+end
+
+-- waiter_parse returns the deadline, lease TTL, inbox and permits (0 on a
+-- mutex) of a waiter record v, or nil when v is false or malformed.
 local function waiter_parse(v)
   if not v then return nil end
-  local deadline, ttl, inbox = string.match(v, '^([0-9]+):([1-9][0-9]*):(.*)$')
+  local deadline, ttl, p, inbox = string.match(v, '^([0-9]+):([1-9][0-9]*)/?([0-9]*):(.*)$')
   if not deadline then return nil end
-  return tonumber(deadline), tonumber(ttl), inbox
+  return tonumber(deadline), tonumber(ttl), inbox, tonumber(p) or 0
 end
 
 -- unqueue removes token from the queue and its record.
@@ -312,7 +322,8 @@ end
 -- heads returns the live head of q at now (its deadline after now) and
 -- the entry after it, removing the dead entries ahead of it (the lazy
 -- purge: at most limit of them, then a bounded sweep). It returns:
---   head, its lease TTL, its inbox, next (or false), next's inbox, removed
+--   head, its lease TTL, its inbox, next (or false), next's inbox, removed,
+--   the head's permits (0 on a mutex)
 -- where removed says that it removed an entry; head is nil when the queue
 -- holds no live entry, and false when the purge reached its limit before
 -- it found one (dead entries are left: the lock is not for the requester
@@ -327,14 +338,14 @@ local function heads(q, w, now, limit, first)
     first = nil
     if #e == 0 then return nil, nil, nil, false, nil, removed > 0 end
     local recs = redis.call('HMGET', w, unpack(e))
-    local deadline, ttl, inbox = waiter_parse(recs[1])
+    local deadline, ttl, inbox, permits = waiter_parse(recs[1])
     if deadline and deadline > now then
       local next, next_inbox = e[2] or false, nil
       if next then
         local _, _2, i = waiter_parse(recs[2])
         next_inbox = i
       end
-      return e[1], ttl, inbox, next, next_inbox, removed > 0
+      return e[1], ttl, inbox, next, next_inbox, removed > 0, permits
     end
     if removed >= limit then return false, nil, nil, false, nil, true end
     if removed < 2 then

@@ -28,21 +28,31 @@ local mark = ARGV[4]
 if type(mark) ~= 'string' or #mark < 1 or #mark > 32 then return bad_arg('mark', 'must be 1 to 32 bytes') end
 
 local lock, q = KEYS[1], KEYS[2]
-if lock_owner(redis.call('GET', lock)) ~= token then
-  if redis.call('SISMEMBER', KEYS[5], mark) == 1 or redis.call('SISMEMBER', KEYS[6], mark) == 1 then
+-- A shared id's lock key is a hash (see shared.lua): GET answers
+-- WRONGTYPE, and the slow path releases the token's lease of it.
+local v = redis.pcall('GET', lock)
+local shared = type(v) == 'table'
+local first
+if not shared then
+  if lock_owner(v) ~= token then
+    if redis.call('SISMEMBER', KEYS[5], mark) == 1 or redis.call('SISMEMBER', KEYS[6], mark) == 1 then
+      return 1
+    end
+    return fail('LOCKNOTHELD', 'the token does not hold the lock')
+  end
+  redis.call('SADD', KEYS[5], mark)
+  redis.call('PEXPIRE', KEYS[5], RELEASE_KEEP)
+  -- Fast path: no queue, nobody to hand the lock to.
+  first = redis.call('ZRANGE', q, 0, 1)
+  if #first == 0 then
+    redis.call('DEL', lock)
     return 1
   end
-  return fail('LOCKNOTHELD', 'the token does not hold the lock')
-end
-redis.call('SADD', KEYS[5], mark)
-redis.call('PEXPIRE', KEYS[5], RELEASE_KEEP)
--- Fast path: no queue, nobody to hand the lock to.
-local first = redis.call('ZRANGE', q, 0, 1)
-if #first == 0 then
-  redis.call('DEL', lock)
-  return 1
 end
 -- [slow path]
+if shared then
+  return shared_release(lock, q, KEYS[3], KEYS[4], token, limit, KEYS[5], KEYS[6], mark)
+end
 -- Hand off to a live head, not one that stopped heartbeating; a hand-off
 -- overwrites the lock key.
 if not wake_live_head(lock, q, KEYS[3], KEYS[4], limit, first) then
