@@ -16,6 +16,15 @@
 // ([AcquireOptions.KeepAlive], for Acquire and AcquireMany): all its kept-alive
 // leases are extended in one batched backend step per tick.
 //
+// An id may also be shared, for semaphores and reader-writer locks:
+// AcquireOptions.Capacity (2 or more) lets leases be held together while
+// their AcquireOptions.Permits add up to at most the capacity; a writer
+// takes them all. The queue stays FIFO: a waiter that does not fit holds
+// back those behind it (so a writer is never starved), and the waiters at
+// the head that fit are granted together. Each lease has its own token,
+// fence, TTL and release. It needs a backend.Sharer (every backend of
+// this module is one).
+//
 // The Locker and memorybackend work inside a testing/synctest bubble, so
 // that tests of code using them move time with time.Sleep instead of
 // waiting.
@@ -29,7 +38,9 @@
 //
 // Safety:
 //   - S1 exclusive grants: for one id, grant intervals on the backend never
-//     overlap (mutual-exclusion).
+//     overlap (mutual-exclusion); on a shared id, the permits of the leases
+//     live at once never exceed its capacity, and an exclusive lease (all
+//     the permits) overlaps no other (shared-capacity, shared-exclusive).
 //   - S2 conservative validity: [Lease.ValidUntil] is measured from the moment the
 //     acquire (or extend) was sent, so it never lies past the backend's expiry;
 //     every TTL a backend reports lies between what is left and what was
@@ -70,7 +81,9 @@
 //     (wake-on-release, no-lost-wakeup, subscribe-scoped, handoff-dead-head).
 //   - L2 FIFO among live waiters: grants follow queue tickets, which the
 //     store hands out in enqueue order (never from client clocks); a
-//     TryAcquire never jumps the queue (fifo-order, try-acquire-fair).
+//     TryAcquire never jumps the queue (fifo-order, try-acquire-fair). On a
+//     shared id a waiter that does not fit holds back every later one, and
+//     the heads that fit are granted in one step (shared-fifo-batch).
 //   - L3 a waiter that stops heartbeating is purged after WaiterTimeout (by
 //     the backend's clock), wherever it stands in the queue; a live waiter
 //     is never purged, nor one whose deadline is near, and if it finds its
