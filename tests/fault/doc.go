@@ -8,6 +8,9 @@
 //     6 clients doing Acquire/Release through fault proxies (delays, resets,
 //     cuts after N bytes) are linearizable against a fenced mutex (S1, S3,
 //     S4), with operations of unknown outcome modelled as such.
+//   - TestLinearizableFencedSemaphore: the same on a shared id of capacity
+//     3 whose clients take 1 permit or all 3, against a fenced semaphore
+//     (capacity never exceeded, an exclusive lease overlaps no other).
 //   - TestFencedResourceRejectsStaleWrites: holders paused past their TTL
 //     write to a resource that checks fences; every stale write is rejected
 //     and no update is lost (S2, S3).

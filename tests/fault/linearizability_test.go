@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,10 +21,43 @@ import (
 	"github.com/redislocker/lock/internal/testenv/faultproxy"
 )
 
-// The fenced mutex model: who holds the lock, and the last fence granted.
-type mutexState struct {
-	holder string // token, "" when free
-	fence  uint64
+// The fenced semaphore model: who holds leases and with how many permits,
+// and the last fence granted. A mutex is a semaphore of capacity 1.
+type semState struct {
+	holders string // the holders, sorted: "<token>/<permits>," each
+	used    int    // the permits they hold
+	fence   uint64
+}
+
+// holding returns the permits token holds in s, or 0.
+func (s semState) holding(token string) int {
+	for _, h := range strings.Split(s.holders, ",") {
+		if tok, p, ok := strings.Cut(h, "/"); ok && tok == token {
+			n, _ := strconv.Atoi(p)
+			return n
+		}
+	}
+	return 0
+}
+
+// with returns s with token's lease of permits added (permits > 0) or
+// removed (permits < 0: -held), and fence as the last fence.
+func (s semState) with(token string, permits int, fence uint64) semState {
+	var hs []string
+	for _, h := range strings.Split(s.holders, ",") {
+		if tok, _, _ := strings.Cut(h, "/"); h != "" && tok != token {
+			hs = append(hs, h)
+		}
+	}
+	if permits > 0 {
+		hs = append(hs, token+"/"+strconv.Itoa(permits))
+	}
+	slices.Sort(hs)
+	out := semState{used: s.used + permits, fence: fence}
+	if len(hs) > 0 {
+		out.holders = strings.Join(hs, ",") + ","
+	}
+	return out
 }
 
 type opKind int
@@ -33,9 +68,10 @@ const (
 )
 
 type mutexInput struct {
-	kind   opKind
-	client int
-	token  string
+	kind    opKind
+	client  int
+	token   string
+	permits int // of an acquire: 0 means 1 (a mutex's)
 }
 
 type outcome int
@@ -59,11 +95,13 @@ type mutexOutput struct {
 	fence uint64
 }
 
-// fencedMutex is the sequential specification:
-//   - a granted acquire needs the lock free and a fence above every
-//     earlier grant's; the token then holds it;
-//   - a release that succeeds needs the token to hold the lock;
-//   - a release that says ErrNotHeld needs the token not to hold it;
+// fencedSemaphore is the sequential specification of a fenced semaphore
+// of capacity n (fencedMutex: n = 1):
+//   - a granted acquire needs its permits to fit (the held permits and its
+//     own at most n) and a fence above every earlier grant's; the token
+//     then holds them;
+//   - a release that succeeds needs the token to hold a lease;
+//   - a release that says ErrNotHeld needs the token not to hold one;
 //   - a release of unknown outcome may or may not have released.
 //
 // Acquires that did not grant (queue timeout) change nothing and are left
@@ -71,50 +109,56 @@ type mutexOutput struct {
 // cleaned up by token, or the grant was never seen) are left out too: no
 // client observed them, and the model's fence check needs only "greater
 // than the last", which an unseen grant cannot break.
-var fencedMutex = porcupine.NondeterministicModel{
-	Init: func() []any { return []any{mutexState{}} },
-	Step: func(state, input, output any) []any {
-		s, in, out := state.(mutexState), input.(mutexInput), output.(mutexOutput)
-		switch in.kind {
-		case opAcquire:
-			if s.holder == "" && out.fence > s.fence {
-				return []any{mutexState{holder: in.token, fence: out.fence}}
+func fencedSemaphore(n int) porcupine.NondeterministicModel {
+	return porcupine.NondeterministicModel{
+		Init: func() []any { return []any{semState{}} },
+		Step: func(state, input, output any) []any {
+			s, in, out := state.(semState), input.(mutexInput), output.(mutexOutput)
+			if in.kind == opAcquire {
+				p := max(in.permits, 1)
+				if s.holding(in.token) == 0 && s.used+p <= n && out.fence > s.fence {
+					return []any{s.with(in.token, p, out.fence)}
+				}
+				return nil
 			}
-			return nil
-		default:
-			held := s.holder == in.token
+			held := s.holding(in.token)
+			released := s.with(in.token, -held, s.fence)
 			switch out.out {
 			case outOK:
-				if held {
-					return []any{mutexState{fence: s.fence}}
+				if held > 0 {
+					return []any{released}
 				}
 				return nil
 			case outNotHeld:
-				if !held {
+				if held == 0 {
 					return []any{s}
 				}
 				return nil
 			case outGone:
-				if held {
-					return []any{mutexState{fence: s.fence}}
-				}
-				return []any{s}
+				return []any{released}
 			default:
-				if held {
-					return []any{s, mutexState{fence: s.fence}}
+				if held > 0 {
+					return []any{s, released}
 				}
 				return []any{s}
 			}
-		}
-	},
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(mutexInput), output.(mutexOutput)
-		if in.kind == opAcquire {
-			return fmt.Sprintf("c%d acquire %s -> fence %d", in.client, in.token[:6], out.fence)
-		}
-		return fmt.Sprintf("c%d release %s -> %v", in.client, in.token[:6], []string{"ok", "notheld", "unknown", "gone"}[out.out])
-	},
+		},
+		DescribeOperation: func(input, output any) string {
+			in, out := input.(mutexInput), output.(mutexOutput)
+			if in.kind == opAcquire {
+				return fmt.Sprintf("c%d acquire %s x%d -> fence %d", in.client, in.token[:6], max(in.permits, 1), out.fence)
+			}
+			return fmt.Sprintf("c%d release %s -> %v", in.client, in.token[:6], []string{"ok", "notheld", "unknown", "gone"}[out.out])
+		},
+	}
 }
+
+// fencedMutex is fencedSemaphore(1); semaphore3 the model of
+// semaphoreShape.
+var (
+	fencedMutex = fencedSemaphore(1)
+	semaphore3  = fencedSemaphore(3)
+)
 
 // TestLinearizableFencedMutex: 6 clients, each through its own fault proxy,
 // Acquire (queueing) and Release one id while an injector delays, resets
@@ -128,14 +172,14 @@ func TestLinearizableFencedMutex(t *testing.T) {
 		// real time, and a fence that goes backwards.
 		bad := [][]porcupine.Operation{
 			{
-				{ClientId: 0, Input: mutexInput{opAcquire, 0, "aaaaaaaa"}, Output: mutexOutput{outOK, 1}, Call: 0, Return: 10},
-				{ClientId: 1, Input: mutexInput{opAcquire, 1, "bbbbbbbb"}, Output: mutexOutput{outOK, 2}, Call: 20, Return: 30},
-				{ClientId: 0, Input: mutexInput{opRelease, 0, "aaaaaaaa"}, Output: mutexOutput{out: outOK}, Call: 40, Return: 50},
+				{ClientId: 0, Input: mutexInput{opAcquire, 0, "aaaaaaaa", 0}, Output: mutexOutput{outOK, 1}, Call: 0, Return: 10},
+				{ClientId: 1, Input: mutexInput{opAcquire, 1, "bbbbbbbb", 0}, Output: mutexOutput{outOK, 2}, Call: 20, Return: 30},
+				{ClientId: 0, Input: mutexInput{opRelease, 0, "aaaaaaaa", 0}, Output: mutexOutput{out: outOK}, Call: 40, Return: 50},
 			},
 			{
-				{ClientId: 0, Input: mutexInput{opAcquire, 0, "aaaaaaaa"}, Output: mutexOutput{outOK, 5}, Call: 0, Return: 10},
-				{ClientId: 0, Input: mutexInput{opRelease, 0, "aaaaaaaa"}, Output: mutexOutput{out: outOK}, Call: 20, Return: 30},
-				{ClientId: 1, Input: mutexInput{opAcquire, 1, "bbbbbbbb"}, Output: mutexOutput{outOK, 4}, Call: 40, Return: 50},
+				{ClientId: 0, Input: mutexInput{opAcquire, 0, "aaaaaaaa", 0}, Output: mutexOutput{outOK, 5}, Call: 0, Return: 10},
+				{ClientId: 0, Input: mutexInput{opRelease, 0, "aaaaaaaa", 0}, Output: mutexOutput{out: outOK}, Call: 20, Return: 30},
+				{ClientId: 1, Input: mutexInput{opAcquire, 1, "bbbbbbbb", 0}, Output: mutexOutput{outOK, 4}, Call: 40, Return: 50},
 			},
 		}
 		for i, h := range bad {
@@ -151,11 +195,11 @@ func TestLinearizableFencedMutex(t *testing.T) {
 		// to hold the lock after B's grant.
 		h := func(retry outcome) []porcupine.Operation {
 			return []porcupine.Operation{
-				{ClientId: 0, Input: mutexInput{opAcquire, 0, "aaaaaaaa"}, Output: mutexOutput{outOK, 1}, Call: 0, Return: 10},
-				{ClientId: 0, Input: mutexInput{opRelease, 0, "aaaaaaaa"}, Output: mutexOutput{out: outUnknown}, Call: 20, Return: math.MaxInt64},
-				{ClientId: 1, Input: mutexInput{opAcquire, 1, "bbbbbbbb"}, Output: mutexOutput{outOK, 2}, Call: 25, Return: 40},
-				{ClientId: 2, Input: mutexInput{opRelease, 0, "aaaaaaaa"}, Output: mutexOutput{out: retry}, Call: 50, Return: 60},
-				{ClientId: 1, Input: mutexInput{opRelease, 1, "bbbbbbbb"}, Output: mutexOutput{out: outOK}, Call: 70, Return: 80},
+				{ClientId: 0, Input: mutexInput{opAcquire, 0, "aaaaaaaa", 0}, Output: mutexOutput{outOK, 1}, Call: 0, Return: 10},
+				{ClientId: 0, Input: mutexInput{opRelease, 0, "aaaaaaaa", 0}, Output: mutexOutput{out: outUnknown}, Call: 20, Return: math.MaxInt64},
+				{ClientId: 1, Input: mutexInput{opAcquire, 1, "bbbbbbbb", 0}, Output: mutexOutput{outOK, 2}, Call: 25, Return: 40},
+				{ClientId: 2, Input: mutexInput{opRelease, 0, "aaaaaaaa", 0}, Output: mutexOutput{out: retry}, Call: 50, Return: 60},
+				{ClientId: 1, Input: mutexInput{opRelease, 1, "bbbbbbbb", 0}, Output: mutexOutput{out: outOK}, Call: 70, Return: 80},
 			}
 		}
 		if !porcupine.CheckOperations(fencedMutex.ToModel(), h(outGone)) {
@@ -165,18 +209,68 @@ func TestLinearizableFencedMutex(t *testing.T) {
 			t.Error("the checker accepted a release by a token that no longer held the lock")
 		}
 	})
-	forEachAdapter(t, testLinearizable)
+	forEachAdapter(t, func(t *testing.T, a adapter) { testLinearizable(t, a, mutexShape) })
 }
 
-func testLinearizable(t *testing.T, a adapter) {
+// TestLinearizableFencedSemaphore is TestLinearizableFencedMutex on a
+// shared id of capacity 3, whose clients take 1 permit or all 3 (a
+// reader-writer lock's readers and writer): the history must be
+// linearizable against a fenced semaphore (S1 on a shared id: capacity
+// never exceeded, an exclusive lease overlaps no other; S3, S4).
+func TestLinearizableFencedSemaphore(t *testing.T) {
+	t.Run("checker-rejects-over-capacity", func(t *testing.T) {
+		grant := func(c int, tok string, p int, fence uint64, at int64) porcupine.Operation {
+			return porcupine.Operation{ClientId: c, Input: mutexInput{opAcquire, c, tok, p},
+				Output: mutexOutput{outOK, fence}, Call: at, Return: at + 5}
+		}
+		bad := []porcupine.Operation{
+			grant(0, "aaaaaaaa", 1, 1, 0),
+			grant(1, "bbbbbbbb", 1, 2, 10),
+			grant(2, "cccccccc", 3, 3, 20), // exclusive while two hold
+		}
+		if porcupine.CheckOperations(semaphore3.ToModel(), bad) {
+			t.Error("the checker accepted an exclusive grant over two shared leases")
+		}
+		ok := []porcupine.Operation{grant(0, "aaaaaaaa", 1, 1, 0), grant(1, "bbbbbbbb", 2, 2, 10)}
+		if !porcupine.CheckOperations(semaphore3.ToModel(), ok) {
+			t.Error("the checker rejected two leases that fit")
+		}
+	})
+	forEachAdapter(t, func(t *testing.T, a adapter) { testLinearizable(t, a, semaphoreShape) })
+}
+
+// shape is what the clients of a linearizability run acquire.
+type shape struct {
+	id       string
+	capacity int                    // 0: a mutex
+	permits  func(r *rand.Rand) int // per acquire; nil: a mutex's
+	dur      time.Duration          // of the run, without -soak
+}
+
+var (
+	mutexShape     = shape{id: "mutex", dur: 4 * time.Second}
+	semaphoreShape = shape{id: "semaphore", capacity: 3, dur: 3 * time.Second, permits: func(r *rand.Rand) int {
+		if r.IntN(4) == 0 {
+			return 3
+		}
+		return 1
+	}}
+)
+
+func testLinearizable(t *testing.T, a adapter, sh shape) {
 	const clients = 6
-	dur := 4 * time.Second
+	dur := sh.dur
 	if *soak {
 		dur = 2 * time.Minute
 	}
 	e := newEnv(t, a)
-	id := "mutex"
+	id := sh.id
 	ttl := time.Minute // longer than the run: no lease expires inside the history
+	model := &fencedMutex
+	if sh.capacity > 0 {
+		m := fencedSemaphore(sh.capacity)
+		model = &m
+	}
 
 	type client struct {
 		p       *faultproxy.Proxy
@@ -255,8 +349,14 @@ func testLinearizable(t *testing.T, a adapter) {
 			retries := cs[i].retries
 			for time.Now().Before(deadline) {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				var opts *lock.AcquireOptions
+				permits := 0
+				if sh.permits != nil {
+					permits = sh.permits(rng)
+					opts = &lock.AcquireOptions{Capacity: sh.capacity, Permits: permits}
+				}
 				call := now()
-				res, err := l.Acquire(ctx, id, ttl, nil)
+				res, err := l.Acquire(ctx, id, ttl, opts)
 				ret := now()
 				cancel()
 				switch {
@@ -274,7 +374,7 @@ func testLinearizable(t *testing.T, a adapter) {
 				}
 				le := res.Lease
 				record(porcupine.Operation{ClientId: i, Call: call, Return: ret,
-					Input: mutexInput{opAcquire, i, le.Token()}, Output: mutexOutput{outOK, le.Fence()}}, "acquire-ok")
+					Input: mutexInput{opAcquire, i, le.Token(), permits}, Output: mutexOutput{outOK, le.Fence()}}, "acquire-ok")
 				if d := time.Duration(rng.IntN(3000)) * time.Microsecond; d > 0 {
 					hold := time.NewTimer(d) // work under the lock
 					<-hold.C
@@ -287,7 +387,7 @@ func testLinearizable(t *testing.T, a adapter) {
 					err := le.Release(rctx)
 					ret := now()
 					rcancel()
-					op := porcupine.Operation{ClientId: i, Call: call, Return: ret, Input: mutexInput{opRelease, i, le.Token()}}
+					op := porcupine.Operation{ClientId: i, Call: call, Return: ret, Input: mutexInput{opRelease, i, le.Token(), 0}}
 					switch {
 					case err == nil && attempt > 0:
 						op.Output = mutexOutput{out: outGone}
@@ -329,16 +429,17 @@ func testLinearizable(t *testing.T, a adapter) {
 		t.Logf("note: no operation of unknown outcome this run")
 	}
 
-	res, info := porcupine.CheckOperationsVerbose(fencedMutex.ToModel(), history, 30*time.Second)
+	res, info := porcupine.CheckOperationsVerbose(model.ToModel(), history, 30*time.Second)
 	switch res {
 	case porcupine.Ok:
 	case porcupine.Illegal:
 		path := filepath.Join(t.TempDir(), "history.html")
 		if f, err := os.Create(path); err == nil {
-			_ = porcupine.Visualize(fencedMutex.ToModel(), info, f)
+			_ = porcupine.Visualize(model.ToModel(), info, f)
 			f.Close()
 		}
-		t.Fatalf("S1/S3/S4: the history of %d operations is not linearizable against a fenced mutex (visualization: %s)", len(history), path)
+		t.Fatalf("S1/S3/S4: the history of %d operations is not linearizable against a fenced mutex or semaphore (%q, capacity %d; visualization: %s)",
+			len(history), id, sh.capacity, path)
 	default:
 		t.Fatalf("porcupine could not decide within 30s (%d operations)", len(history))
 	}
