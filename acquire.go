@@ -171,7 +171,7 @@ func (l *Locker) Acquire(ctx context.Context, id string, ttl time.Duration, opts
 	defer l.end()
 	start := l.obsNow()
 	res, err := l.acquire(ctx, id, ttl, sh, o)
-	l.observeAcquire(ctx, start, id, o.NoWait, res, err)
+	l.observeAcquire(ctx, start, id, o.NoWait, sh, res, err)
 	if res.Acquired && every > 0 {
 		l.keeper.keepAlive(res.Lease, every)
 	}

@@ -117,6 +117,10 @@ type Event struct {
 	Err      error         // see the kinds
 	Waiters  int           // EventWaiters: the count after the change
 	Delta    int           // EventWaiters: +1 or -1
+	// Capacity and Permits are, for EventAcquire on a shared id
+	// (AcquireOptions.Capacity), the id's capacity and the permits asked
+	// for; both 0 on a mutex.
+	Capacity, Permits int
 	// Context is the caller's context (EventAcquire only), e.g. the parent
 	// of a span. Do not keep it after Observe returns.
 	Context context.Context
@@ -155,11 +159,12 @@ func (l *Locker) obsNow() time.Time {
 }
 
 // observeAcquire reports the end of an acquire call that began at start.
-func (l *Locker) observeAcquire(ctx context.Context, start time.Time, id string, noWait bool, res Result, err error) {
+func (l *Locker) observeAcquire(ctx context.Context, start time.Time, id string, noWait bool, sh share, res Result, err error) {
 	if l.obs == nil {
 		return
 	}
-	ev := Event{Kind: EventAcquire, ID: id, Start: start, Duration: time.Since(start), Err: err, Context: ctx}
+	ev := Event{Kind: EventAcquire, ID: id, Start: start, Duration: time.Since(start), Err: err, Context: ctx,
+		Capacity: sh.capacity, Permits: sh.permits}
 	switch {
 	case err == nil && res.Acquired && res.WasInUse:
 		ev.Outcome = OutcomeGrantedAfterWait

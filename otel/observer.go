@@ -20,9 +20,11 @@
 //
 //   - lock.acquisitions (counter, {acquisition}): acquire calls by
 //     lock.outcome: granted, granted_after_wait, busy, queue_timeout,
-//     cancelled, error. AcquireMany's grants are not counted.
+//     cancelled, error; and by lock.mode: mutex, shared (a lease of some of
+//     a shared id's permits: a semaphore's, a reader's) or exclusive (all of
+//     them: a writer's). AcquireMany's grants are not counted.
 //   - lock.acquire.duration (histogram, s): how long acquire calls took,
-//     by lock.outcome: the wait time of waiters.
+//     by lock.outcome and lock.mode: the wait time of waiters.
 //   - lock.handoff.duration (histogram, s): from a waiter's wake-up
 //     reaching its process to its grant.
 //   - lock.hold.duration (histogram, s): from acquire to release, for
@@ -46,8 +48,9 @@
 //
 // An acquire that did not end at once (every outcome but granted and busy)
 // becomes a span "lock.acquire" from the call's start to its end, a child
-// of the span in the caller's context, with lock.outcome, lock.fence when
-// granted, and lock.id only with Options.IDAttribute. An error outcome
+// of the span in the caller's context, with lock.outcome, lock.mode,
+// lock.fence when granted, lock.capacity and lock.permits on a shared id,
+// and lock.id only with Options.IDAttribute. An error outcome
 // sets the span's status to Error.
 package lockotel
 
@@ -77,7 +80,23 @@ const (
 	KeyStep    = attribute.Key("lock.step")
 	KeyID      = attribute.Key("lock.id")
 	KeyFence   = attribute.Key("lock.fence")
+	KeyMode    = attribute.Key("lock.mode")
+	// KeyCapacity and KeyPermits are a shared id's capacity and the
+	// permits an acquire asked for, on spans only (unbounded values).
+	KeyCapacity = attribute.Key("lock.capacity")
+	KeyPermits  = attribute.Key("lock.permits")
 )
+
+// mode is the lock.mode of an acquire event: mutex, shared or exclusive.
+func mode(e *lock.Event) string {
+	switch {
+	case e.Capacity < 2:
+		return "mutex"
+	case e.Permits >= e.Capacity:
+		return "exclusive"
+	}
+	return "shared"
+}
 
 // Options configures an Observer. A nil *Options, and every zero field,
 // means the default.
@@ -218,7 +237,7 @@ func (o *Observer) Observe(e lock.Event) {
 	ctx := context.Background()
 	switch e.Kind {
 	case lock.EventAcquire:
-		a := o.attrs(&e, KeyOutcome.String(e.Outcome.String()))
+		a := o.attrs(&e, KeyOutcome.String(e.Outcome.String()), KeyMode.String(mode(&e)))
 		o.acquisitions.Add(ctx, 1, a)
 		o.acquireDur.Record(ctx, e.Duration.Seconds(), a)
 		o.span(&e)
@@ -271,9 +290,12 @@ func (o *Observer) span(e *lock.Event) {
 	if parent == nil {
 		parent = context.Background()
 	}
-	kv := append([]attribute.KeyValue{KeyOutcome.String(e.Outcome.String())}, o.extra...)
+	kv := append([]attribute.KeyValue{KeyOutcome.String(e.Outcome.String()), KeyMode.String(mode(e))}, o.extra...)
 	if e.Fence != 0 {
 		kv = append(kv, KeyFence.Int64(int64(e.Fence)))
+	}
+	if e.Capacity >= 2 {
+		kv = append(kv, KeyCapacity.Int(e.Capacity), KeyPermits.Int(e.Permits))
 	}
 	if o.idAttr {
 		kv = append(kv, KeyID.String(e.ID))

@@ -300,3 +300,34 @@ func newLocker(t *testing.T, b backend.Backend, o *lock.Options) *lock.Locker {
 	}
 	return l
 }
+
+// Acquisitions carry lock.mode (mutex, shared, exclusive); a span of a
+// shared id's acquire carries its capacity and permits too.
+func TestModeAttribute(t *testing.T) {
+	tm := newTelemetry(t, false)
+	for _, e := range []lock.Event{
+		{Kind: lock.EventAcquire, Outcome: lock.OutcomeGranted},
+		{Kind: lock.EventAcquire, Outcome: lock.OutcomeGranted, Capacity: 4, Permits: 1},
+		{Kind: lock.EventAcquire, Outcome: lock.OutcomeGranted, Capacity: 4, Permits: 2},
+		{Kind: lock.EventAcquire, Outcome: lock.OutcomeGrantedAfterWait, Capacity: 4, Permits: 4, Duration: time.Millisecond},
+	} {
+		tm.obs.Observe(e)
+	}
+	ms := tm.collect(t)
+	for mode, want := range map[string]int64{"mutex": 1, "shared": 2, "exclusive": 1} {
+		if got := value(t, ms["lock.acquisitions"], lockotel.KeyMode.String(mode)); got != want {
+			t.Errorf("lock.acquisitions{lock.mode=%s} = %d, want %d", mode, got, want)
+		}
+	}
+	spans := tm.spans.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1 (the acquire that waited)", len(spans))
+	}
+	got := map[attribute.Key]attribute.Value{}
+	for _, kv := range spans[0].Attributes() {
+		got[kv.Key] = kv.Value
+	}
+	if got[lockotel.KeyMode].AsString() != "exclusive" || got[lockotel.KeyCapacity].AsInt64() != 4 || got[lockotel.KeyPermits].AsInt64() != 4 {
+		t.Errorf("span attributes %v; want lock.mode exclusive, lock.capacity 4, lock.permits 4", got)
+	}
+}

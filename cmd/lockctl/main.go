@@ -39,7 +39,11 @@
 // holder's lease. The former holder's own Release then reports ErrNotHeld,
 // and its lease's fence no longer passes a fencing check once the next
 // holder has written. The head of the queue is handed the lock (or woken)
-// as on a release, with a higher fence.
+// as on a release, with a higher fence. On a shared id (a semaphore, a
+// reader-writer lock) inspect lists the capacity, every lease with its
+// fence and permits, and each waiter's permits; a forced release ends the
+// one lease with that fence, and the heads that then fit are handed their
+// leases.
 //
 // Exit status:
 //

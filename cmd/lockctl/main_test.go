@@ -406,3 +406,58 @@ func TestWatcherChanges(t *testing.T) {
 		t.Fatalf("the first inspection: %q, want no change line", got)
 	}
 }
+
+// A shared id (a reader-writer lock of capacity 3): inspect shows its
+// capacity, every lease with its permits and the waiting writer's permits;
+// release -fence ends one lease, which lets nobody in while the other
+// reader holds.
+func TestInspectShared(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	l := e.locker()
+	read := &lock.AcquireOptions{Capacity: 3}
+	var readers []*lock.Lease
+	for range 2 {
+		res, err := l.Acquire(ctx, "rw", time.Minute, read)
+		if err != nil || !res.Acquired {
+			t.Fatal(res, err)
+		}
+		readers = append(readers, res.Lease)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _, _ = e.locker().Acquire(wctx, "rw", time.Minute, &lock.AcquireOptions{Capacity: 3, Permits: 3}) }()
+	testkit.Eventually(t, 5*time.Second, "the writer queued", func() bool {
+		_, out, _ := e.lockctl(ctx, "inspect", "rw")
+		return strings.Contains(out, "waiters: 1\n")
+	})
+	code, out, _ := e.lockctl(ctx, "inspect", "rw")
+	for _, want := range []string{
+		"shared:  capacity 3, 2 held by 2 leases",
+		fmt.Sprintf("%d", readers[0].Fence()),
+		backend.Fingerprint(readers[1].Token()),
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("inspect: exit %d, output lacks %q:\n%s", code, want, out)
+		}
+	}
+	code, out, _ = e.lockctl(ctx, "inspect", "-json", "rw")
+	var j inspectionJSON
+	if err := json.Unmarshal([]byte(out), &j); err != nil || code != 0 {
+		t.Fatalf("inspect -json: exit %d, %v:\n%s", code, err, out)
+	}
+	if j.Capacity != 3 || len(j.Holders) != 2 || j.Holders[0].Permits != 1 || len(j.Waiters) != 1 || j.Waiters[0].Permits != 3 {
+		t.Fatalf("inspect -json: %+v; want capacity 3, two holders of 1 permit, the writer waiting for 3", j)
+	}
+	if code, out, errOut := e.lockctl(ctx, "release", "-fence", fmt.Sprint(readers[0].Fence()), "rw"); code != 0 {
+		t.Fatalf("release -fence: exit %d, %q, %q", code, out, errOut)
+	}
+	if err := readers[0].Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("the forced-out reader's Release: %v, want ErrNotHeld", err)
+	}
+	_, out, _ = e.lockctl(ctx, "inspect", "rw")
+	if !strings.Contains(out, "shared:  capacity 3, 1 held by 1 leases") || !strings.Contains(out, "waiters: 1\n") {
+		t.Fatalf("after the forced release of one reader:\n%s\nwant the other reader holding and the writer waiting", out)
+	}
+	_ = readers[1].Release(ctx)
+}

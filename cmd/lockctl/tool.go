@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -218,9 +219,12 @@ func (w *watcher) changes(in *backend.Inspection) []string {
 // summary is one line of watch.
 func summary(in *backend.Inspection) string {
 	var b strings.Builder
-	if in.Held {
+	switch {
+	case in.Capacity > 0:
+		fmt.Fprintf(&b, "shared leases=%d permits=%d/%d", len(in.Holders), permits(in.Holders), in.Capacity)
+	case in.Held:
 		fmt.Fprintf(&b, "held fence=%d ttl=%v holder=%s", in.Fence, round(in.TTL), in.Holder)
-	} else {
+	default:
 		b.WriteString("free")
 	}
 	fmt.Fprintf(&b, " waiters=%d", in.QueueLen)
@@ -232,9 +236,24 @@ func summary(in *backend.Inspection) string {
 
 func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
+// permits returns the permits the holders of a shared id hold.
+func permits(hs []backend.HolderInfo) int {
+	n := 0
+	for _, h := range hs {
+		n += h.Permits
+	}
+	return n
+}
+
 func printInspection(out io.Writer, in backend.Inspection) {
 	fmt.Fprintf(out, "id:      %s\n", in.ID)
-	if in.Held {
+	if in.Capacity > 0 {
+		fmt.Fprintf(out, "shared:  capacity %d, %d held by %d leases\n", in.Capacity, permits(in.Holders), len(in.Holders))
+		fmt.Fprintf(out, "  %-20s %-8s %-7s %s\n", "fence", "token", "permits", "ttl")
+		for _, h := range in.Holders {
+			fmt.Fprintf(out, "  %-20d %-8s %-7d %v\n", h.Fence, h.Holder, h.Permits, round(h.TTL))
+		}
+	} else if in.Held {
 		fmt.Fprintf(out, "held:    yes\nfence:   %d\nttl:     %v\nholder:  %s\n", in.Fence, round(in.TTL), in.Holder)
 	} else {
 		fmt.Fprintf(out, "held:    no\n")
@@ -243,9 +262,13 @@ func printInspection(out io.Writer, in backend.Inspection) {
 	if len(in.Waiters) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "  %-4s %-10s %-8s %s\n", "#", "ticket", "token", "deadline")
+	fmt.Fprintf(out, "  %-4s %-10s %-8s %-10s %s\n", "#", "ticket", "token", "deadline", "permits")
 	for i, w := range in.Waiters {
-		fmt.Fprintf(out, "  %-4d %-10d %-8s %v\n", i+1, w.Ticket, w.Token, round(w.Deadline))
+		p := "-"
+		if w.Permits > 0 {
+			p = strconv.Itoa(w.Permits)
+		}
+		fmt.Fprintf(out, "  %-4d %-10d %-8s %-10v %s\n", i+1, w.Ticket, w.Token, round(w.Deadline), p)
 	}
 	if in.QueueLen > len(in.Waiters) {
 		fmt.Fprintf(out, "  ... and %d more\n", in.QueueLen-len(in.Waiters))
@@ -262,19 +285,33 @@ type inspectionJSON struct {
 	Holder   string       `json:"holder,omitempty"`
 	QueueLen int          `json:"queue_len"`
 	Waiters  []waiterJSON `json:"waiters"`
+	// Capacity and Holders: a shared id's (semaphore, reader-writer lock).
+	Capacity int          `json:"capacity,omitempty"`
+	Holders  []holderJSON `json:"holders,omitempty"`
 }
 
 type waiterJSON struct {
 	Ticket     uint64 `json:"ticket"`
 	Token      string `json:"token"`
 	DeadlineMs int64  `json:"deadline_ms"`
+	Permits    int    `json:"permits,omitempty"`
+}
+
+type holderJSON struct {
+	Fence   uint64 `json:"fence"`
+	Token   string `json:"token"`
+	TTLMs   int64  `json:"ttl_ms"`
+	Permits int    `json:"permits"`
 }
 
 func toJSON(in backend.Inspection) inspectionJSON {
 	j := inspectionJSON{ID: in.ID, Held: in.Held, Fence: in.Fence, TTLMs: in.TTL.Milliseconds(), Holder: in.Holder,
-		QueueLen: in.QueueLen, Waiters: []waiterJSON{}}
+		QueueLen: in.QueueLen, Waiters: []waiterJSON{}, Capacity: in.Capacity}
 	for _, w := range in.Waiters {
-		j.Waiters = append(j.Waiters, waiterJSON{Ticket: w.Ticket, Token: w.Token, DeadlineMs: w.Deadline.Milliseconds()})
+		j.Waiters = append(j.Waiters, waiterJSON{Ticket: w.Ticket, Token: w.Token, DeadlineMs: w.Deadline.Milliseconds(), Permits: w.Permits})
+	}
+	for _, h := range in.Holders {
+		j.Holders = append(j.Holders, holderJSON{Fence: h.Fence, Token: h.Holder, TTLMs: h.TTL.Milliseconds(), Permits: h.Permits})
 	}
 	return j
 }
