@@ -425,8 +425,15 @@ func TestInspectShared(t *testing.T) {
 		readers = append(readers, res.Lease)
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { _, _ = e.locker().Acquire(wctx, "rw", time.Minute, &lock.AcquireOptions{Capacity: 3, Permits: 3}) }()
+	writer := make(chan struct{})
+	defer func() {
+		cancel()
+		<-writer
+	}()
+	go func() {
+		defer close(writer)
+		_, _ = e.locker().Acquire(wctx, "rw", time.Minute, &lock.AcquireOptions{Capacity: 3, Permits: 3})
+	}()
 	testkit.Eventually(t, 5*time.Second, "the writer queued", func() bool {
 		_, out, _ := e.lockctl(ctx, "inspect", "rw")
 		return strings.Contains(out, "waiters: 1\n")
