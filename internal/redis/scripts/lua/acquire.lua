@@ -22,28 +22,13 @@
 -- the server's clock in µs during the step (for a hand-off's validity).
 -- Error replies: LOCKCAPACITY (the id is a shared one in use, see
 -- shared.lua; nothing changed), LOCKQUEUEFULL, LOCKBADARG.
-local token = ARGV[1]
-if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
-local ttl = posint(2)
-if not ttl then return bad_arg('ttl', 'must be a positive integer of milliseconds') end
-local wait = ARGV[3]
-if wait ~= '0' and wait ~= '1' then return bad_arg('wait', 'must be 0 or 1') end
-local wttl = 0
-if wait == '1' then
-  wttl = posint(4)
-  if not wttl then return bad_arg('waiter_ttl', 'must be a positive integer of milliseconds') end
-end
-local max_waiters = posint(5)
-if not max_waiters then return bad_arg('max_waiters', 'must be a positive integer') end
-local limit, bad = wake_args(6)
-if not limit then return bad end
-local inbox, why = inbox_arg(8)
-if not inbox then return bad_arg('inbox', why) end
+local bad, token, ttl, wait, wttl, max_waiters, limit, inbox = acquire_args()
+if bad then return bad end
 
 local fence = try_fast(KEYS[1], KEYS[2], KEYS[3], token, ARGV[2])
 if fence then return {1, fence, ttl, 0, 0, 0, 0} end
 -- [slow path]
-local r, full, shared = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], token, ttl, wait == '1', wttl,
+local r, full, shared = acquire_step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], token, ttl, wait, wttl,
   max_waiters, limit, inbox)
 if shared then return fail('LOCKCAPACITY', 'the id is in use as a shared id, not a mutex') end
 if not r then return fail('LOCKQUEUEFULL', 'the queue has ' .. full .. ' waiters') end

@@ -32,6 +32,31 @@ local function try_fast(lock, q, f, token, ttl_arg, us, no_q)
   end
 end
 
+-- acquire_args validates the ARGV of acquire and acquire_shared (see
+-- acquire.lua): it returns nil and token, the lease TTL, wait (a boolean),
+-- the waiter TTL, max waiters, the purge limit and the inbox; or the
+-- LOCKBADARG reply.
+local function acquire_args()
+  local token = ARGV[1]
+  if not valid_token(token) then return bad_arg('token', 'must be 1 to 128 bytes') end
+  local ttl = posint(2)
+  if not ttl then return bad_arg('ttl', 'must be a positive integer of milliseconds') end
+  local wait = ARGV[3]
+  if wait ~= '0' and wait ~= '1' then return bad_arg('wait', 'must be 0 or 1') end
+  local wttl = 0
+  if wait == '1' then
+    wttl = posint(4)
+    if not wttl then return bad_arg('waiter_ttl', 'must be a positive integer of milliseconds') end
+  end
+  local max_waiters = posint(5)
+  if not max_waiters then return bad_arg('max_waiters', 'must be a positive integer') end
+  local limit, bad = wake_args(6)
+  if not limit then return bad end
+  local inbox, why = inbox_arg(8)
+  if not inbox then return bad_arg('inbox', why) end
+  return nil, token, ttl, wait == '1', wttl, max_waiters, limit, inbox
+end
+
 -- [slow path]
 
 -- next_ticket returns a ticket for a new waiter of q: the server's clock
@@ -43,6 +68,18 @@ local function next_ticket(q, us)
   local last = tonumber(tail[2]) or 0
   if last >= us then return last + 1, false end
   return us, #tail == 0
+end
+
+-- own_entry reports whether token has a live entry in q at now. One that
+-- is past its deadline is dead even if no purge removed it yet: it is
+-- removed here, never granted or refreshed, and its owner counts as not
+-- queued.
+local function own_entry(q, w, token, now)
+  local deadline = waiter_parse(redis.call('HGET', w, token))
+  if not deadline then return false end
+  if deadline > now then return true end
+  unqueue(q, w, token)
+  return false
 end
 
 -- make_room is for a requester with no entry that finds the queue full
@@ -89,6 +126,38 @@ local function enqueue_behind(lock, q, w, token, ttl, wttl, max_waiters, limit, 
   return {0, 0, 0, held_ttl, 1, ticket, is_head, us}
 end
 
+-- enqueue ends a step that did not grant the requester (at us, the
+-- server's clock in µs): mine says that it has a live entry; with wait it
+-- gets one (or keeps its ticket) with a fresh deadline, and permits (on a
+-- shared id) in its record. It returns the requester's ticket, whether it
+-- is the head, and whether it is queued (1 or 0); or nil when the queue
+-- is full (make_room).
+local function enqueue(q, w, token, ttl, wait, wttl, max_waiters, limit, inbox, us, mine, permits)
+  local now = math.floor(us / 1000)
+  local ticket, is_head = 0, 0
+  if mine then
+    ticket = tonumber(redis.call('ZSCORE', q, token)) or 0
+    if redis.call('ZRANK', q, token) == 0 then is_head = 1 end
+  end
+  if wait then
+    local created = false
+    if not mine then
+      ticket, created = next_ticket(q, us)
+      if not created and redis.call('ZCARD', q) >= max_waiters then
+        local room, emptied = make_room(q, w, now, limit, max_waiters)
+        if not room then return nil end
+        if emptied then created = true end
+      end
+      redis.call('ZADD', q, int(ticket), token)
+      if created then is_head = 1 end
+    end
+    waiter_put(w, token, now + wttl, ttl, inbox, permits)
+    keep_queue(q, w, QUEUE_TTL_FACTOR * wttl, created)
+  end
+  if wait or mine then return ticket, is_head, 1 end
+  return ticket, is_head, 0
+end
+
 -- acquire_step is the rest of the step, after try_fast returned nil.
 local function acquire_step(lock, q, f, w, token, ttl, wait, wttl, max_waiters, limit, inbox)
   local v = redis.pcall('GET', lock)
@@ -116,18 +185,7 @@ local function acquire_step(lock, q, f, w, token, ttl, wait, wttl, max_waiters, 
   if holder and wait then
     return enqueue_behind(lock, q, w, token, ttl, wttl, max_waiters, limit, inbox, us, now)
   end
-  -- The requester's own entry: one that is past its deadline is dead even
-  -- if no purge removed it yet; it is never granted or refreshed, and its
-  -- owner counts as not queued.
-  local mine = false
-  local deadline = waiter_parse(redis.call('HGET', w, token))
-  if deadline then
-    if deadline > now then
-      mine = true
-    else
-      unqueue(q, w, token)
-    end
-  end
+  local mine = own_entry(q, w, token, now)
 
   -- At least 1 while the lock is held: 0 means "free, but waiters are
   -- ahead".
@@ -154,28 +212,7 @@ local function acquire_step(lock, q, f, w, token, ttl, wait, wttl, max_waiters, 
     end
   end
 
-  local ticket, is_head = 0, 0
-  if mine then
-    ticket = tonumber(redis.call('ZSCORE', q, token)) or 0
-    if redis.call('ZRANK', q, token) == 0 then is_head = 1 end
-  end
-  if wait then
-    local created = false
-    if not mine then
-      ticket, created = next_ticket(q, us)
-      if not created and redis.call('ZCARD', q) >= max_waiters then
-        local room, emptied = make_room(q, w, now, limit, max_waiters)
-        if not room then return nil, max_waiters end
-        if emptied then created, is_head = true, 1 end
-      end
-      redis.call('ZADD', q, int(ticket), token)
-      if created then is_head = 1 end
-    end
-    waiter_put(w, token, now + wttl, ttl, inbox)
-    keep_queue(q, w, QUEUE_TTL_FACTOR * wttl, created)
-  end
-
-  local queued = 0
-  if wait or mine then queued = 1 end
+  local ticket, is_head, queued = enqueue(q, w, token, ttl, wait, wttl, max_waiters, limit, inbox, us, mine)
+  if not ticket then return nil, max_waiters end
   return {0, 0, 0, held_ttl, queued, ticket, is_head, us}
 end
