@@ -41,13 +41,13 @@ type plan struct {
 	contRounds map[string][]contRound // scenario/lib -> contended rounds
 	contCases  []contCase
 
-	sharedRounds map[string][]sharedRound // scenario/lib -> shared rounds
+	sharedRounds map[string][]shRound // scenario/lib -> shared rounds
 }
 
 func newPlan(ctx context.Context, cfg config, r *runner, res *Results, table []lib, filter *regexp.Regexp) *plan {
 	return &plan{ctx: ctx, cfg: cfg, r: r, res: res, table: table, filter: filter,
 		roundErrs: map[string]error{}, uncRounds: map[string][]uncRound{}, contRounds: map[string][]contRound{},
-		sharedRounds: map[string][]sharedRound{}}
+		sharedRounds: map[string][]shRound{}}
 }
 
 func (p *plan) add(name string, fn func() (string, error)) { p.tasks = append(p.tasks, task{name, fn}) }

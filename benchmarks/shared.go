@@ -107,6 +107,7 @@ const (
 	classWrite = 1
 )
 
+// sharedWorker is one worker's figures in a shared round.
 type sharedWorker struct {
 	waiting  atomic.Int64 // ns since base when the current wait began; 0 while holding
 	wclass   atomic.Int32 // the class of the current wait
@@ -115,10 +116,11 @@ type sharedWorker struct {
 	holdNs   int64
 	gaveUps  int
 	err      error
-	attempts int
+	attempts int // acquisitions begun, which decide the class of the next
 }
 
-type sharedRound struct {
+// shRound is one shared round of one library, as sharedRound measured it.
+type shRound struct {
 	secs       float64
 	perWorker  [2][]int // per class
 	waits      [2][]int64
@@ -131,7 +133,8 @@ type sharedRound struct {
 	rtt        float64
 }
 
-func (rd sharedRound) acq(class int) int {
+// acq returns the round's acquisitions of class.
+func (rd shRound) acq(class int) int {
 	n := 0
 	for _, k := range rd.perWorker[class] {
 		n += k
@@ -140,7 +143,7 @@ func (rd sharedRound) acq(class int) int {
 }
 
 // total returns the acquisitions of both classes per worker.
-func (rd sharedRound) total() []int {
+func (rd shRound) total() []int {
 	out := make([]int, len(rd.perWorker[classRead]))
 	for i := range out {
 		out[i] = rd.perWorker[classRead][i] + rd.perWorker[classWrite][i]
@@ -177,9 +180,9 @@ func (h *holders) give(permits int) { h.inUse.Add(-int64(permits)) }
 
 // sharedRound runs one round of sc for l: Workers processes of one worker
 // each.
-func (r *runner) sharedRound(l lib, sc sharedCase) (sharedRound, error) {
+func (r *runner) sharedRound(l lib, sc sharedCase) (shRound, error) {
 	G := r.cfg.Workers
-	var out sharedRound
+	var out shRound
 	e := r.newEnv()
 	ps := make([]sharedProc, 0, G)
 	defer func() {
@@ -331,7 +334,10 @@ func fairness(per []int) (f float64, lo, hi int) {
 	return float64(lo) / float64(hi), lo, hi
 }
 
-func aggregateShared(sc sharedCase, name string, workers int, rounds []sharedRound) Shared {
+// aggregateShared makes the Shared row of sc for the library name from
+// its rounds: rates, fairness and XFloor are medians of the rounds, waits
+// over every acquisition of every round.
+func aggregateShared(sc sharedCase, name string, workers int, rounds []shRound) Shared {
 	out := Shared{Scenario: sc.name, Lib: name, Capacity: sc.capacity, WriteEvery: sc.writeEvery,
 		HoldMs: float64(sc.hold) / 1e6, Workers: workers, Rounds: len(rounds)}
 	var waits, classWaits [2][]int64
@@ -395,6 +401,7 @@ func aggregateShared(sc sharedCase, name string, workers int, rounds []sharedRou
 	return out
 }
 
+// maxMs returns the longest of ns in milliseconds, or 0.
 func maxMs(ns []int64) float64 {
 	if len(ns) == 0 {
 		return 0

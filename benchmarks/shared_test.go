@@ -81,7 +81,7 @@ func TestSharedRoundViolations(t *testing.T) {
 			if sc.writeEvery > 0 && leak == 0 && rd.acq(classWrite) == 0 {
 				t.Errorf("%s: no write granted in %v", sc.name, cfg.ContDur)
 			}
-			s := aggregateShared(sc, "test/sem", cfg.Workers, []sharedRound{rd})
+			s := aggregateShared(sc, "test/sem", cfg.Workers, []shRound{rd})
 			if s.Violations != rd.violations || s.Acquisitions != rd.acq(classRead)+rd.acq(classWrite) {
 				t.Errorf("%s: aggregate %d violations, %d acquisitions; round %d, %d", sc.name, s.Violations, s.Acquisitions,
 					rd.violations, rd.acq(classRead)+rd.acq(classWrite))
