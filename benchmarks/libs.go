@@ -29,7 +29,10 @@ type lib struct {
 	Ours    bool
 	Setting string // what it is configured with
 	Redis   bool   // needs Redis (false: the memory backend)
-	New     func(e *env) (proc, error)
+	// Shared: runs the shared scenarios (semaphore, reader-writer; see
+	// shared.go): our Redis adapters, and the peer pattern's library.
+	Shared bool
+	New    func(e *env) (proc, error)
 }
 
 // env is what one scenario gives its processes.
@@ -55,15 +58,15 @@ var errGaveUp = errors.New("gave up waiting")
 // libs returns the table, in the order of the report.
 func libs() []lib {
 	return []lib{
-		{Name: "ours/go-redis", Ours: true, Redis: true, Setting: "redisbackend (pub/sub wake-ups), lock.Options defaults", New: newOursGoRedis},
-		{Name: "ours/rueidis", Ours: true, Redis: true, Setting: "rueidisbackend.New (tracking wake-ups, NOLOOP), lock.Options defaults", New: newOursRueidis(false)},
-		{Name: "ours/rueidis-pubsub", Ours: true, Redis: true, Setting: "rueidisbackend.New with ClientOption.DisableCache (pub/sub wake-ups)", New: newOursRueidis(true)},
+		{Name: "ours/go-redis", Ours: true, Redis: true, Shared: true, Setting: "redisbackend (pub/sub wake-ups), lock.Options defaults", New: newOursGoRedis},
+		{Name: "ours/rueidis", Ours: true, Redis: true, Shared: true, Setting: "rueidisbackend.New (tracking wake-ups, NOLOOP), lock.Options defaults", New: newOursRueidis(false)},
+		{Name: "ours/rueidis-pubsub", Ours: true, Redis: true, Shared: true, Setting: "rueidisbackend.New with ClientOption.DisableCache (pub/sub wake-ups)", New: newOursRueidis(true)},
 		{Name: "ours/memory", Ours: true, Setting: "memorybackend, in process", New: newOursMemory},
 		{Name: "redsync", Redis: true, Setting: "defaults: 32 tries, 50-250 ms random retry delay", New: newRedsync(nil)},
 		{Name: "redsync/tuned", Redis: true, Setting: "WithRetryDelay(1ms), unlimited tries", New: newRedsync([]redsync.Option{
 			redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(math.MaxInt32)})},
 		{Name: "redislock", Redis: true, Setting: "LinearBackoff(100ms), its documented example (the default, NoRetry, never waits)", New: newBSM(100 * time.Millisecond)},
-		{Name: "redislock/tuned", Redis: true, Setting: "LinearBackoff(1ms)", New: newBSM(time.Millisecond)},
+		{Name: "redislock/tuned", Redis: true, Shared: true, Setting: "LinearBackoff(1ms)", New: newBSM(time.Millisecond)},
 		{Name: "rueidislock", Redis: true, Setting: "defaults: KeyMajority 2 (3 keys), tracking without NOLOOP", New: newRueidislock(false)},
 		{Name: "rueidislock/tuned", Redis: true, Setting: "KeyMajority 1, NoLoopTracking", New: newRueidislock(true)},
 	}
@@ -181,6 +184,7 @@ type bsmProc struct {
 	c     *redis.Client
 	l     *redislock.Client
 	retry time.Duration
+	next  atomic.Int64 // the shared scenarios' first slot of the next call
 }
 
 func newBSM(backoff time.Duration) func(e *env) (proc, error) {

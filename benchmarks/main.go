@@ -166,6 +166,7 @@ func runAll(cfg config, addr string, own bool, filter *regexp.Regexp, command st
 	p.addFloorStart()
 	p.addUncontended()
 	p.addContended()
+	p.addShared()
 	p.addIdle()
 	p.addAcquireMany()
 	p.addBytesLeft()

@@ -66,6 +66,33 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("contended %s hold %v ms: %d acquisitions, error %q", c.Lib, c.HoldMs, c.Acquisitions, c.Err)
 		}
 	}
+	sharedLibs := 0
+	for _, l := range libs() {
+		if l.Shared {
+			sharedLibs++
+		}
+	}
+	if got, w := len(res.Shared), len(sharedCases())*sharedLibs; got != w {
+		t.Errorf("%d shared results, want %d", got, w)
+	}
+	for _, s := range res.Shared {
+		if s.Err != "" || s.Acquisitions == 0 {
+			t.Errorf("%s %s: %d acquisitions, error %q", s.Scenario, s.Lib, s.Acquisitions, s.Err)
+		}
+		// The tool's own count of holders: never more permits held at
+		// once than the capacity, ours and the peer pattern alike.
+		if s.Violations != 0 || s.PeakPermits > s.Capacity {
+			t.Errorf("%s %s: %d grants over the capacity, peak %d permits of %d", s.Scenario, s.Lib, s.Violations, s.PeakPermits, s.Capacity)
+		}
+		// Ours is FIFO: a writer is granted (a liveness check, not a
+		// speed one; the peer pattern may starve its writers).
+		if s.WriteEvery > 0 && res.lib(s.Lib).Ours && s.Writes == 0 {
+			t.Errorf("%s %s: no write granted (%d reads)", s.Scenario, s.Lib, s.Reads)
+		}
+		if !strings.Contains(stdout.String(), "| "+s.Lib+" |") || !strings.Contains(stdout.String(), "`"+s.Scenario+"`") {
+			t.Errorf("the printed tables have no %s row for %s", s.Scenario, s.Lib)
+		}
+	}
 	if len(res.Idle) != redisLibs {
 		t.Errorf("%d idle results, want %d", len(res.Idle), redisLibs)
 	}

@@ -40,11 +40,14 @@ type plan struct {
 	uncRounds  map[string][]uncRound  // lib -> uncontended rounds
 	contRounds map[string][]contRound // scenario/lib -> contended rounds
 	contCases  []contCase
+
+	sharedRounds map[string][]shRound // scenario/lib -> shared rounds
 }
 
 func newPlan(ctx context.Context, cfg config, r *runner, res *Results, table []lib, filter *regexp.Regexp) *plan {
 	return &plan{ctx: ctx, cfg: cfg, r: r, res: res, table: table, filter: filter,
-		roundErrs: map[string]error{}, uncRounds: map[string][]uncRound{}, contRounds: map[string][]contRound{}}
+		roundErrs: map[string]error{}, uncRounds: map[string][]uncRound{}, contRounds: map[string][]contRound{},
+		sharedRounds: map[string][]shRound{}}
 }
 
 func (p *plan) add(name string, fn func() (string, error)) { p.tasks = append(p.tasks, task{name, fn}) }
@@ -146,6 +149,45 @@ func (p *plan) addContended() {
 					n := rd.acq()
 					return fmt.Sprintf("%s acq/s, min/max %d/%d, %.1f client cmds/acq", num(float64(n)/rd.secs),
 						slices.Min(rd.perWorker), slices.Max(rd.perWorker), rd.c.ClientCmds/float64(n)), nil
+				})
+			}
+		}
+	}
+}
+
+// addShared runs the shared scenarios (semaphore, reader-writer lock) in
+// rounds over the libraries that run them (lib.Shared), each round after
+// its own PING.
+func (p *plan) addShared() {
+	for _, sc := range sharedCases() {
+		var ls []lib
+		for _, l := range p.table {
+			if l.Shared && p.selected(sc.name, l) {
+				ls = append(ls, l)
+			}
+		}
+		for round := 1; len(ls) > 0 && round <= p.cfg.ContRounds; round++ {
+			p.addRoundPing(fmt.Sprintf("%s round %d/%d: floor", sc.name, round, p.cfg.ContRounds))
+			for _, l := range ls {
+				key := sc.name + "/" + l.Name
+				p.add(fmt.Sprintf("%s (%d/%d)", key, round, p.cfg.ContRounds), func() (string, error) {
+					if p.roundErrs[key] != nil {
+						return "skipped after an error", nil
+					}
+					rd, err := p.r.sharedRound(l, sc)
+					if err != nil {
+						p.roundErrs[key] = err
+						return "", err
+					}
+					rd.rtt = p.rtt
+					p.sharedRounds[key] = append(p.sharedRounds[key], rd)
+					nr, nw := rd.acq(classRead), rd.acq(classWrite)
+					f, _, _ := fairness(rd.total())
+					s := fmt.Sprintf("%s acq/s", num(float64(nr+nw)/rd.secs))
+					if sc.writeEvery > 0 {
+						s = fmt.Sprintf("%s reads/s, %s writes/s", num(float64(nr)/rd.secs), num(float64(nw)/rd.secs))
+					}
+					return fmt.Sprintf("%s, min/max %.2f, peak %d of %d permits, %d violations", s, f, rd.peak, sc.capacity, rd.violations), nil
 				})
 			}
 		}
@@ -258,8 +300,8 @@ func (p *plan) execute(w io.Writer) []error {
 	return errs
 }
 
-// aggregate fills the results' floor and the uncontended and contended
-// rows from the rounds.
+// aggregate fills the results' floor and the uncontended, contended and
+// shared rows from the rounds.
 func (p *plan) aggregate() {
 	res := p.res
 	res.Floor.PingStartUs, res.Floor.PingEndUs, res.Floor.PingP50Us = p.startMean, p.endMean, p.startP50
@@ -284,6 +326,18 @@ func (p *plan) aggregate() {
 					c.Err = err.Error()
 				}
 				res.Contended = append(res.Contended, c)
+			}
+		}
+	}
+	for _, sc := range sharedCases() {
+		for _, l := range p.table {
+			key := sc.name + "/" + l.Name
+			if rounds, err := p.sharedRounds[key], p.roundErrs[key]; len(rounds) > 0 || err != nil {
+				s := aggregateShared(sc, l.Name, p.cfg.Workers, rounds)
+				if err != nil {
+					s.Err = err.Error()
+				}
+				res.Shared = append(res.Shared, s)
 			}
 		}
 	}

@@ -21,7 +21,10 @@ type Results struct {
 	Floor       Floor
 	Uncontended []Uncontended
 	Contended   []Contended
-	Idle        []Idle
+	// Shared is the shared scenarios (semaphore, reader-writer lock), ours
+	// and the peer pattern (see shared.go).
+	Shared []Shared
+	Idle   []Idle
 	// IdleBaselineCPUUsPerS is the server's CPU per second with no client
 	// (its cron jobs), measured before the idle scenarios.
 	IdleBaselineCPUUsPerS float64
@@ -262,6 +265,7 @@ func markdown(res *Results) string {
 		}
 		b.WriteString("\n")
 	}
+	writeShared(&b, res)
 	if len(res.Idle) > 0 {
 		fmt.Fprintf(&b, "**Idle waiters** (%d waiters on an id held by another process, over %.1f s; per waiter, the holder's commands included; "+
 			"server CPU includes the server's own %.0f µs/s measured with no client, i.e. %.0f µs/s per waiter):\n\n",
@@ -411,6 +415,7 @@ func csvRows(res *Results) []csvRow {
 			{"server_cpu_us_per_acq", c.ServerCPUUs}, {"gave_ups", float64(c.GaveUps)},
 		}})
 	}
+	rows = append(rows, sharedCSVRows(res)...)
 	for _, i := range res.Idle {
 		rows = append(rows, csvRow{fmt.Sprintf("idle_%dprocs", i.Procs), i.Lib, i.Err, []metric{
 			{"client_cmds_per_s_per_waiter", i.ClientCmdsPerSec},
