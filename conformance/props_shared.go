@@ -130,12 +130,13 @@ func (e *env) letIn(after string, ws ...*sharedWaiter) []uint64 {
 }
 
 // notLetIn checks that w, queued, is not granted: its retried Acquire
-// reports it queued, and no grant reached it.
+// reports it queued. A grant ends the property (what follows builds on
+// it).
 func (e *env) notLetIn(w *sharedWaiter, why string) {
 	e.t.Helper()
 	if g := e.grant(w.b, w.req); g.Acquired || !g.Queued {
-		e.errorf("%s (%d of %d permits): %+v, want still queued: %s", w.name, w.req.Permits, w.req.Capacity, g, why)
 		_ = w.b.Release(e.ctx(prompt), w.req.ID, w.req.Token)
+		e.fatalf("%s (%d of %d permits): %+v, want still queued: %s", w.name, w.req.Permits, w.req.Capacity, g, why)
 	}
 }
 
