@@ -121,13 +121,15 @@ type brokenHarness struct {
 	fences *idFences   // fence-forgotten's per-id counters
 	book   *stepBook   // the grants and entries stepBreakage tracks
 	ledger *ledger     // the grants and entries ledgerBreakage tracks
+	shared *sharedBook // what the sharedBreakage backends share
 }
 
 func newBrokenHarness(kind string) *brokenHarness {
 	// no-waiter-cap's store has the default cap, far above what Limits
 	// states. The breakages are of the wake-then-acquire protocol: the
-	// store does not hand off (the wrappers are no backend.HandOffer).
-	mh := harness.NewMemory(kind == "no-waiter-cap", true)
+	// store does not hand off (the wrappers are no backend.HandOffer), but
+	// for the shared kinds that break a hand-off (sharedHandOffKinds).
+	mh := harness.NewMemory(kind == "no-waiter-cap", !sharedHandOffKinds[kind])
 	if kind == "purge-slow" {
 		// The store purges one dead entry per step; Limits states more.
 		store, err := memstore.NewStore(&memstore.Options{MaxWaiters: harness.MaxWaiters, PurgeLimit: 1, NoHandOff: true})
@@ -145,6 +147,7 @@ func newBrokenHarness(kind string) *brokenHarness {
 		fences: &idFences{byID: make(map[string]*idFence)},
 		book:   &stepBook{granted: make(map[string]bool), queued: make(map[string]backend.AcquireRequest)},
 		ledger: newLedger(),
+		shared: newSharedBook(),
 	}
 }
 
@@ -154,6 +157,9 @@ func (h *brokenHarness) NewBackend(t *testing.T) backend.Backend {
 		return b
 	}
 	if b := newLedgerBreakage(h, inner); b != nil {
+		return b
+	}
+	if b := newSharedBreakage(h, inner); b != nil {
 		return b
 	}
 	switch h.kind {

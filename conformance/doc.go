@@ -1,7 +1,7 @@
 // Package conformance is the shared test suite that every lock backend
 // runs: the guarantees that the lock package doc states (S1-S7, L1-L6,
 // H1-H3), as named properties checked through the real lock.Locker over
-// the backend. The list below says what each property does; the package
+// the backend, or straight at its steps. The list below says what each property does; the package
 // lock doc says what each guarantee promises.
 //
 // # Running it
@@ -158,6 +158,58 @@
 //     release. A grant to a dead head costs the queue that lease's TTL at
 //     most (a head whose deadline passed is purged, not granted).
 //
+// Shared ids (backend.Sharer, checklist item 15), checked at the
+// backend's steps (each waiter in a process of its own, subscribed before
+// it queues); each is skipped, and does not fail under Strict, for a
+// backend that does not offer shared ids:
+//   - shared-capacity (S1): 4 processes x 2 goroutines take 96 leases of 1
+//     to 3 permits of a capacity of 3, polling with Acquire (which also
+//     finds a hand-off's grant); a real-time ledger never counts more
+//     than 3 permits inside, nor one fence held twice, and Inspect, sampled
+//     meanwhile, never lists more. Then a rapid state machine drives
+//     Acquire (with and without Wait), Release, Leave and Heartbeat of five
+//     tokens with fixed permits on a shared id of capacity 2 to 4 through
+//     three processes, and compares every result, and each Inspection's
+//     holders and waiters (with permits), with a plain model of item 15
+//     (grant iff the permits fit and no waiter is ahead; with hand-off,
+//     the heads that fit are granted by the step; fences strictly increase
+//     in grant order).
+//   - shared-exclusive (S1): two shared holders; an exclusive request is
+//     refused, an exclusive waiter is not let in by the first release, and
+//     is by the second; while it holds, requests of 1, capacity-1 and
+//     capacity permits are refused with the holder's TTL.
+//   - shared-fifo-batch (L2): X holds exclusively; S1 and S2 (shared)
+//     queue, then X2 (exclusive), then S3 (shared). X's release lets S1 and
+//     S2 in: both wake-ups arrive before either runs a step (each carries
+//     its grant, with hand-off), with fences above X's in ticket order. S3,
+//     and a newcomer, are refused though their permits fit (X2 is ahead);
+//     X2 is let in once S1 and S2 both released, S3 once X2 did.
+//   - shared-fences (S3): three leases granted side by side take strictly
+//     increasing fences; retries in two processes, after an Extend, report
+//     them; Inspect lists them; an exclusive waiter let in by their
+//     releases, and a grant after it, get greater ones.
+//   - shared-waiter-release (L1): A holds 1 of 3 permits, X (exclusive)
+//     waits, S1 and S2 (1 each) behind it, refused. X's Leave, the purge
+//     of X (dead) by S2's Heartbeat, and by a newcomer's Acquire, each
+//     lets S1 and S2 in, both woken (or granted) by that one step.
+//   - shared-retry (S6): a holder's retried Acquire, in its process,
+//     another one, and a batch, reports its fence and a TTL in (0, ttl];
+//     a waiter's retry keeps its ticket; Leave by a holder releases its
+//     lease (Release then says ErrNotHeld); the waiter is let in only once
+//     both holders left; its own Leave releases its grant.
+//   - shared-capacity-conflict: on a shared id of capacity 3 with a holder
+//     and a waiter, requests of capacity 0, 1, 2 and 4 get ErrCapacity
+//     (alone, and in a batch in their place), enqueue nothing (Heartbeat),
+//     and change nothing (Inspect, the holder's retry); so does a mutex
+//     request while only the waiter is left; once idle the id takes a
+//     mutex, refuses a shared request while it is held, and then takes
+//     capacity 5.
+//   - shared-inspect: holders of 1 and 2 of 4 permits and an exclusive
+//     waiter: Inspect lists both leases in fence order (fingerprints,
+//     permits, TTLs), the capacity, the second lease as Held, Fence and
+//     Holder, and the waiter's 4 permits; a mutex has capacity 0, no
+//     Holders and waiters of 0 permits. Skipped without backend.Inspector.
+//
 // Hygiene:
 //   - no-goroutine-leak (H1): no goroutine with a frame of package lock
 //     outlives Close, after waits, heartbeats, AcquireMany, Do, a queue
@@ -257,7 +309,8 @@
 // optional backend interface, or an exception stated in Limits) is
 // skipped, or runs without the case that needs it, with the reason; Run
 // ends with a summary that names each. A harness whose Limits set Strict
-// claims full conformance: each such skip fails instead.
+// claims full conformance: each such skip fails instead, but for the
+// shared-* properties of a backend that does not offer shared ids.
 //
 // The suite wraps every backend in a spy that records the steps
 // and wake-ups, and injects faults: lost wake-ups, a killed process, a lost

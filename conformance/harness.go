@@ -123,6 +123,9 @@ type Limits struct {
 	// (for a capability the harness or the backend lacks, or for an
 	// exception stated above) fails instead, with the reason it would
 	// have skipped. Run logs every skip either way, in a summary at its
-	// end.
+	// end. The one exception is shared ids: a backend that is not a
+	// backend.Sharer (or whose Shares is false) does not offer them, and
+	// they have no fallback to check, so the shared-* properties are
+	// skipped, and logged, without failing.
 	Strict bool
 }

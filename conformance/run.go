@@ -84,6 +84,16 @@ var properties = []property{
 	{"handoff-grant", "S2 S3 handoff-grant: a release to a queued head grants it in the same step: the head runs no step of its own, gets a fence above the previous holder's, and a ValidUntil no later than the store's expiry", handoffGrant},
 	{"handoff-cancelled-head", "L6 handoff-cancelled-head: a grant by hand-off to a head whose Acquire is cancelled first is released by its cleanup, and the next waiter is granted", handoffCancelledHead},
 	{"handoff-dead-head", "L1 handoff-dead-head: a grant by hand-off to a head whose process died costs at most that lease's TTL: the next waiter is granted within 100 ms (+ slack) of its end", handoffDeadHead},
+	// Shared ids (backend.Sharer, checklist item 15), at the backend's
+	// steps; skipped for a backend that does not offer them.
+	{"shared-capacity", "S1 shared-capacity: the live leases of a shared id never take more than its Capacity permits, and every step agrees with the model of item 15", sharedCapacity},
+	{"shared-exclusive", "S1 shared-exclusive: an exclusive lease (Permits = Capacity) excludes every other lease, and waits for every shared holder to go", sharedExclusive},
+	{"shared-fifo-batch", "L2 shared-fifo-batch: the step that frees permits lets in every head that fits, in ticket order, each with its own grant or wake-up, and no request passes a head that does not fit (no writer starvation)", sharedFIFOBatch},
+	{"shared-fences", "S3 shared-fences: every grant on a shared id takes a new fence, strictly above every earlier one, also beside live holders; a retried acquire and an extend keep it", sharedFences},
+	{"shared-waiter-release", "L1 shared-waiter-release: the Leave or the purge of a head that blocks lets in the waiters behind it that fit, in one step, with their wake-ups", sharedWaiterRelease},
+	{"shared-retry", "S6 shared-retry: a retried acquire by a token that holds a lease of a shared id is a no-op that reports that lease; a waiter's retry keeps its ticket; Leave releases a lease", sharedRetry},
+	{"shared-capacity-conflict", "shared-capacity-conflict: a request with another capacity while the id has a holder or a waiter fails with ErrCapacity and changes nothing; an idle id forgets its capacity", sharedCapacityConflict},
+	{"shared-inspect", "shared-inspect: Inspect of a shared id lists every live lease (fence order, permits, TTL, fingerprint), the Capacity and each waiter's Permits; Held, Fence, TTL and Holder describe the lease granted last", sharedInspect},
 	// Hygiene.
 	{"no-goroutine-leak", "H1 no-goroutine-leak: no goroutine of the lock package outlives Close", noGoroutineLeak},
 	{"no-state-left", "H2 no-state-left: after release, leave, timeout and expiry the store keeps no state for the id but documented counters", noStateLeft},

@@ -168,8 +168,11 @@ func TestSuiteCatchesBrokenBackends(t *testing.T) {
 		}
 	}
 	runs := startSuites(order, func(kind string) []string {
-		if stepKinds[kind] {
+		switch {
+		case stepKinds[kind]:
 			return nil // the whole suite
+		case sharedKinds[kind] != nil:
+			return sharedPropNames // every shared property
 		}
 		return brokenKinds[kind]
 	})
@@ -235,6 +238,13 @@ func TestSuiteCatchesBrokenBackends(t *testing.T) {
 		if len(r.failed) > 0 || r.err != nil {
 			t.Errorf("control: the unbroken memorybackend failed %v (subtests %v, exit %v); output:\n%s",
 				r.failed, r.failedN, r.err, tail(r.out, 100))
+		}
+		// The memorybackend offers shared ids: their properties must run
+		// and pass, not be skipped.
+		for _, p := range sharedPropNames {
+			if !strings.Contains(r.out, "--- PASS: TestBrokenBackend/"+p+" ") {
+				t.Errorf("control: TestBrokenBackend/%s did not pass (skipped?)", p)
+			}
 		}
 		if !strings.Contains(r.out, "--- PASS: TestBrokenBackend ") {
 			t.Errorf("control: no PASS line for TestBrokenBackend; output:\n%s", tail(r.out, 50))

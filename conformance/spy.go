@@ -25,7 +25,8 @@ var (
 // spy wraps a backend: it records the steps and the wake-ups a Locker
 // sees, and injects faults (dropped wake-ups, a killed process, lost
 // replies, a lease taken away). It forwards every optional capability of
-// package backend (Batcher, ExtendBatcher, Resolver, HandOffer, Inspector)
+// package backend (Batcher, ExtendBatcher, Resolver, HandOffer, Inspector,
+// Sharer)
 // to the inner backend, through the core's fallback where the inner
 // backend lacks it, so that the core treats it exactly like the backend
 // it wraps: a wrapper that drops a capability hides it from the suite.
@@ -70,6 +71,7 @@ var (
 	_ backend.Resolver      = (*spy)(nil)
 	_ backend.HandOffer     = (*spy)(nil)
 	_ backend.Inspector     = (*spy)(nil)
+	_ backend.Sharer        = (*spy)(nil)
 )
 
 // newSpy wraps inner; hung (nil for none) is set when an Acquire waits
@@ -247,6 +249,13 @@ func (s *spy) Resolution() time.Duration { return fallback.Resolution(s.inner) }
 
 // HandsOff forwards the inner backend's backend.HandOffer.
 func (s *spy) HandsOff() bool { return fallback.HandsOff(s.inner) }
+
+// Shares forwards the inner backend's backend.Sharer: false when the inner
+// backend is none.
+func (s *spy) Shares() bool {
+	sh, ok := s.inner.(backend.Sharer)
+	return ok && sh.Shares()
+}
 
 // ---- queries ----
 

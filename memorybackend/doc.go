@@ -101,6 +101,29 @@
 // leaves its requester queued reports Grant.StoreTime. A grant to a head
 // whose process is gone costs the queue that lease's TTL at most.
 //
+// # Shared ids
+//
+// A Backend is a [backend.Sharer] (checklist item 15): an Acquire with a
+// Capacity of 2 or more makes the id shared, and a mutex is the same
+// entry with capacity 1 and leases of 1 permit. The entry keeps its
+// capacity and a set of leases, in grant order, each with its token,
+// expiry, fence (the same global counter) and permits; each waiter keeps
+// the permits it asks for. A requester is granted when its permits fit
+// beside the live leases' and no waiter is ahead of it, so a head that
+// does not fit (an exclusive one behind shared holders) blocks every
+// later request. A step that frees permits or removes a head grants
+// (handing off) or wakes the heads, in ticket order, while they fit:
+// several in one critical section, each with its own wake-up; the first
+// head that does not fit is told the remaining TTL of the lease that ends
+// first. A request with another capacity while the id has a lease or a
+// live waiter gets [backend.ErrCapacity] and changes nothing but dead
+// state; once the id is idle its entry, and so its capacity, goes. A
+// negative Capacity, or Permits outside 1 to a shared Capacity, is a
+// *backend.ArgumentError before anything changes. Release, Extend, Leave
+// and a retried Acquire find the token's own lease; Inspect lists every
+// live lease (Holders, with permits) and the Capacity, and reports the
+// lease granted last as Held, Fence, TTL and Holder.
+//
 // A closed Backend drops its subscriptions, and every later call returns
 // [backend.ErrClosed]; other Backends on the Store are not affected. Close
 // does not release the locks its callers hold: as with a process that dies,

@@ -52,8 +52,8 @@ func NewStore(opts *Options) (*Store, error) {
 
 // NewBackend returns a new Backend on s: one "process", with its own
 // subscriptions and its own Close. It implements backend.Backend and the
-// optional backend.Batcher, backend.ExtendBatcher, backend.HandOffer and
-// backend.Inspector.
+// optional backend.Batcher, backend.ExtendBatcher, backend.HandOffer,
+// backend.Sharer and backend.Inspector.
 func (s *Store) NewBackend() backend.Backend { return s.s.NewBackend() }
 
 // New returns a Backend on a new Store: NewStore(opts), then NewBackend.

@@ -26,6 +26,7 @@ var (
 	_ backend.Resolver      = keepOpen{}
 	_ backend.Inspector     = keepOpen{}
 	_ backend.HandOffer     = keepOpen{}
+	_ backend.Sharer        = keepOpen{}
 )
 
 func (k keepOpen) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
@@ -74,6 +75,12 @@ func (k keepOpen) Inspect(ctx context.Context, id string, maxWaiters int) (backe
 func (k keepOpen) Resolution() time.Duration { return fallback.Resolution(k.b) }
 
 func (k keepOpen) HandsOff() bool { return fallback.HandsOff(k.b) }
+
+// Shares forwards b's backend.Sharer.
+func (k keepOpen) Shares() bool {
+	s, ok := k.b.(backend.Sharer)
+	return ok && s.Shares()
+}
 
 // TestKeepOpenForwardsEveryCapability: a Locker over keepOpen finds every
 // optional capability of the backend it wraps.

@@ -26,12 +26,13 @@ func AcquireBatch(ctx context.Context, b backend.Backend, reqs []backend.Acquire
 }
 
 // AcquireEach is AcquireBatch's fallback: one Acquire of b at a time, even
-// when b is a Batcher.
+// when b is a Batcher. The per-request answers ErrQueueFull and
+// ErrCapacity go in the request's BatchGrant.Err.
 func AcquireEach(ctx context.Context, b backend.Backend, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
 	out := make([]backend.BatchGrant, len(reqs))
 	for i, r := range reqs {
 		g, err := b.Acquire(ctx, r)
-		if err != nil && !errors.Is(err, backend.ErrQueueFull) {
+		if err != nil && !errors.Is(err, backend.ErrQueueFull) && !errors.Is(err, backend.ErrCapacity) {
 			return out[:i], err
 		}
 		out[i] = backend.BatchGrant{Grant: g, Err: err}

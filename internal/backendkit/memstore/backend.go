@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,8 +11,9 @@ import (
 )
 
 // Backend is one "process" on a Store. It implements backend.Backend,
-// backend.Batcher, backend.ExtendBatcher and backend.HandOffer and is goroutine-safe. Create it with New or
-// Store.NewBackend.
+// backend.Batcher, backend.ExtendBatcher, backend.HandOffer,
+// backend.Sharer and backend.Inspector and is goroutine-safe. Create it
+// with New or Store.NewBackend.
 type Backend struct {
 	s        *Store
 	closed   atomic.Bool  // written under mu
@@ -26,11 +28,16 @@ var (
 	_ backend.Batcher       = (*Backend)(nil)
 	_ backend.ExtendBatcher = (*Backend)(nil)
 	_ backend.HandOffer     = (*Backend)(nil)
+	_ backend.Sharer        = (*Backend)(nil)
 )
 
 // HandsOff reports whether the Store hands off (backend.HandOffer): true
 // unless Options.NoHandOff was set.
 func (b *Backend) HandsOff() bool { return b.s.handsOff }
+
+// Shares reports true: the Store keeps shared ids (backend.Sharer,
+// checklist item 15).
+func (b *Backend) Shares() bool { return true }
 
 // Store returns the Store b runs on.
 func (b *Backend) Store() *Store { return b.s }
@@ -49,16 +56,25 @@ func (b *Backend) check(ctx context.Context) error {
 }
 
 func checkRequest(req *backend.AcquireRequest) error {
-	// The core guarantees these; an empty token would read as "free".
-	if req.Token == "" {
+	// The core guarantees these; an empty token would read as "free", and
+	// permits out of range would corrupt a shared id's count.
+	switch {
+	case req.Token == "":
 		return &backend.ArgumentError{Arg: "token", Reason: "empty"}
+	case req.Capacity < 0:
+		return &backend.ArgumentError{Arg: "capacity", Reason: fmt.Sprintf("must not be negative, got %d", req.Capacity)}
+	case req.Capacity >= 2 && (req.Permits < 1 || req.Permits > req.Capacity):
+		return &backend.ArgumentError{Arg: "permits", Reason: fmt.Sprintf("must be 1 to the capacity %d, got %d", req.Capacity, req.Permits)}
 	}
 	return nil
 }
 
 // Acquire is the fair try-acquire with optional enqueue, in one critical
-// section (checklist items 1, 2 and 7). An empty req.Token, which the core
-// never sends, is rejected with a *backend.ArgumentError.
+// section (checklist items 1, 2, 7 and 15). An empty req.Token, a negative
+// req.Capacity, or req.Permits outside 1 to a shared req.Capacity, which
+// the core never sends, is rejected with a *backend.ArgumentError before
+// anything changes. A request whose capacity is not the one the id has
+// while it has a holder or a waiter gets backend.ErrCapacity.
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
 	if err := b.check(ctx); err != nil {
 		return backend.Grant{}, err
@@ -137,14 +153,14 @@ func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waite
 		if len(wc.subs) == 0 {
 			continue
 		}
-		if len(waiters) > 1 && wc.grant.ID == "" {
+		if tok, plain := wc.plainOnly(); plain && len(waiters) > 1 {
 			if woken == nil {
 				woken = make(map[string]string)
 			}
-			if tok, ok := woken[w.ID]; ok && tok == wc.wake.Token {
+			if prev, ok := woken[w.ID]; ok && prev == tok {
 				continue
 			}
-			woken[w.ID] = wc.wake.Token
+			woken[w.ID] = tok
 		}
 		wc.fire()
 	}

@@ -1,14 +1,23 @@
 package memstore
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
-// entry is the state of one id: the lock and the queue of waiters. It exists
-// only while the id has a holder or a waiter; a free id with an empty queue
-// has no entry.
+// entry is the state of one id: its leases and the queue of waiters. It
+// exists only while the id has a holder or a waiter; a free id with an
+// empty queue has no entry.
+//
+// A mutex is an id of capacity 1 whose leases take 1 permit each, so that
+// it has at most one lease; a shared id (checklist item 15) has the
+// capacity of the requests that made it, and leases of 1 to capacity
+// permits. One code path serves both.
 type entry struct {
-	holder string    // "" when free
-	expiry time.Time // valid when holder != ""
-	fence  uint64    // the holder's fence
+	capacity int     // 1 for a mutex, 2 or more for a shared id; 0 in a reset entry
+	used     int     // the permits of leases
+	leases   []lease // in grant (fence) order; ended ones go with expire
+	drops    uint64  // leases removed so far (see mark.drops)
 
 	// The queue: a doubly linked list in ticket order (enqueue order, since
 	// tickets come from a global monotonic counter and are taken under the
@@ -18,6 +27,14 @@ type entry struct {
 	heap       []*waiter
 }
 
+// lease is one holder of an id.
+type lease struct {
+	token   string
+	expiry  time.Time
+	fence   uint64
+	permits int
+}
+
 type waiter struct {
 	token      string
 	ticket     uint64
@@ -25,26 +42,108 @@ type waiter struct {
 	prev, next *waiter
 	hi         int           // index in entry.heap
 	ttl        time.Duration // the lease TTL it asked for, for a hand-off
+	permits    int           // the permits it asks for (1 on a mutex)
 	owner      *Backend      // the process that queued it (nil: unknown)
 
 	since time.Time // when it was enqueued (read by Inspect only)
 }
 
-// live reports whether the lock is held and not expired at now.
+// shared reports whether the id is shared (capacity 2 or more).
+func (e *entry) shared() bool { return e.capacity >= 2 }
+
+// live reports whether a lease of the id is live at now.
 func (e *entry) live(now time.Time) bool {
-	return e.holder != "" && e.expiry.After(now)
-}
-
-// heldBy reports whether token holds the lock. Call expire first.
-func (e *entry) heldBy(token string) bool {
-	return token != "" && e.holder == token
-}
-
-// expire frees the lock if its lease has ended at now.
-func (e *entry) expire(now time.Time) {
-	if e.holder != "" && !e.expiry.After(now) {
-		e.holder = ""
+	for i := range e.leases {
+		if e.leases[i].expiry.After(now) {
+			return true
+		}
 	}
+	return false
+}
+
+// lease returns token's lease, or nil. Call expire first.
+func (e *entry) lease(token string) *lease {
+	if token == "" {
+		return nil
+	}
+	for i := range e.leases {
+		if e.leases[i].token == token {
+			return &e.leases[i]
+		}
+	}
+	return nil
+}
+
+// heldBy reports whether token holds a lease. Call expire first.
+func (e *entry) heldBy(token string) bool { return e.lease(token) != nil }
+
+// fits reports whether a lease of permits fits beside the leases.
+func (e *entry) fits(permits int) bool { return e.used+permits <= e.capacity }
+
+// add records a new lease.
+func (e *entry) add(l lease) {
+	e.leases = append(e.leases, l)
+	e.used += l.permits
+}
+
+// drop removes token's lease, if it has one, and reports whether it had.
+func (e *entry) drop(token string) bool {
+	for i := range e.leases {
+		if e.leases[i].token == token {
+			e.removeLease(i)
+			return true
+		}
+	}
+	return false
+}
+
+func (e *entry) removeLease(i int) {
+	e.used -= e.leases[i].permits
+	e.leases = slices.Delete(e.leases, i, i+1)
+	e.drops++
+}
+
+// clearLeases removes every lease.
+func (e *entry) clearLeases() {
+	if len(e.leases) > 0 {
+		e.drops++
+	}
+	clear(e.leases)
+	e.leases = e.leases[:0]
+	e.used = 0
+}
+
+// expire removes the leases that have ended at now.
+func (e *entry) expire(now time.Time) {
+	for i := 0; i < len(e.leases); {
+		if e.leases[i].expiry.After(now) {
+			i++
+			continue
+		}
+		e.removeLease(i)
+	}
+}
+
+// minTTL returns the remaining TTL of the lease that ends first, or 0
+// when there is none. Call expire first.
+func (e *entry) minTTL(now time.Time) time.Duration {
+	var d time.Duration
+	for i := range e.leases {
+		if r := e.leases[i].expiry.Sub(now); i == 0 || r < d {
+			d = r
+		}
+	}
+	return d
+}
+
+// last returns the live lease granted last, or nil.
+func (e *entry) last(now time.Time) *lease {
+	for i := len(e.leases) - 1; i >= 0; i-- {
+		if e.leases[i].expiry.After(now) {
+			return &e.leases[i]
+		}
+	}
+	return nil
 }
 
 func (e *entry) queueLen() int { return len(e.heap) }
@@ -127,9 +226,12 @@ func (e *entry) refresh(w *waiter, deadline time.Time) {
 // reset clears e for reuse. Large queue structures are dropped rather than
 // kept in the pool.
 func (e *entry) reset() {
-	e.holder = ""
-	e.expiry = time.Time{}
-	e.fence = 0
+	e.capacity = 0
+	e.clearLeases()
+	e.drops = 0
+	if cap(e.leases) > 8 {
+		e.leases = nil
+	}
 	e.head, e.tail = nil, nil
 	if cap(e.heap) > 64 {
 		e.heap, e.byToken = nil, nil

@@ -64,8 +64,8 @@ func (s *Store) Forget(id string) {
 	})
 }
 
-// State describes everything s keeps for id, live or not: the lease (its
-// holder, fence, and whether it is live, also when it has expired and no step has freed
+// State describes everything s keeps for id, live or not: each lease (its
+// holder, fence, permits on a shared id, and whether it is live, also when it has expired and no step has freed
 // it yet), every queue entry (its ticket, and whether it is live, also when it is
 // past its deadline and not purged yet), and an entry with neither. It is
 // empty when s keeps nothing for id but the store-wide counters. Expired
@@ -81,8 +81,12 @@ func (s *Store) State(id string) []string {
 			}
 			return "expired"
 		}
-		if e.holder != "" {
-			out = append(out, fmt.Sprintf("lease of %q, fence %d, %s", e.holder, e.fence, life(e.live(now))))
+		for _, l := range e.leases {
+			if e.shared() {
+				out = append(out, fmt.Sprintf("lease of %q, fence %d, %d of %d permits, %s", l.token, l.fence, l.permits, e.capacity, life(l.expiry.After(now))))
+				continue
+			}
+			out = append(out, fmt.Sprintf("lease of %q, fence %d, %s", l.token, l.fence, life(l.expiry.After(now))))
 		}
 		for w := e.head; w != nil; w = w.next {
 			out = append(out, fmt.Sprintf("waiter %q, ticket %d, %s", w.token, w.ticket, life(w.deadline.After(now))))

@@ -8,7 +8,8 @@ import (
 
 var _ backend.Inspector = (*Backend)(nil)
 
-// Inspect returns the state of id by the store's clock: the live lease and
+// Inspect returns the state of id by the store's clock: the live lease
+// (every live lease of a shared id, in fence order, with its capacity) and
 // the first live waiters (at most maxWaiters, capped at
 // backend.MaxInspectWaiters). It is read-only: it neither expires, purges
 // nor wakes. It reports QueuedFor (the store records when each waiter was
@@ -27,9 +28,19 @@ func (b *Backend) Inspect(ctx context.Context, id string, maxWaiters int) (backe
 		return in, nil
 	}
 	now := b.s.clock.Now()
-	if e.live(now) {
-		in.Held, in.Fence, in.TTL = true, e.fence, e.expiry.Sub(now)
-		in.Holder = backend.Fingerprint(e.holder)
+	if l := e.last(now); l != nil {
+		in.Held, in.Fence, in.TTL = true, l.fence, l.expiry.Sub(now)
+		in.Holder = backend.Fingerprint(l.token)
+	}
+	if e.shared() {
+		in.Capacity = e.capacity
+		for _, l := range e.leases {
+			if l.expiry.After(now) {
+				in.Holders = append(in.Holders, backend.HolderInfo{
+					Fence: l.fence, TTL: l.expiry.Sub(now), Holder: backend.Fingerprint(l.token), Permits: l.permits,
+				})
+			}
+		}
 	}
 	for w := e.head; w != nil; w = w.next {
 		if !w.deadline.After(now) {
@@ -42,8 +53,17 @@ func (b *Backend) Inspect(ctx context.Context, id string, maxWaiters int) (backe
 				Token:     backend.Fingerprint(w.token),
 				QueuedFor: now.Sub(w.since),
 				Deadline:  w.deadline.Sub(now),
+				Permits:   permitsOf(e, w),
 			})
 		}
 	}
 	return in, nil
+}
+
+// permitsOf returns the permits w asks for on a shared id, 0 on a mutex.
+func permitsOf(e *entry, w *waiter) int {
+	if e.shared() {
+		return w.permits
+	}
+	return 0
 }

@@ -128,11 +128,12 @@ func (s *Store) shard(id string) *shard {
 	return &s.shards[maphash.String(s.seed, id)%numShards]
 }
 
-// ExpireNow ends the lease of id now, with no wake-up, like a Redis key
-// expiring. Waiters stay queued. It does nothing when id is not held.
+// ExpireNow ends the leases of id now (every one of a shared id), with no
+// wake-up, like a Redis key expiring. Waiters stay queued. It does nothing
+// when id is not held.
 func (s *Store) ExpireNow(id string) {
 	s.withEntry(id, func(sh *shard, e *entry) {
-		e.holder = ""
+		e.clearLeases()
 		if e.head == nil {
 			sh.drop(id, e)
 		}
@@ -140,14 +141,30 @@ func (s *Store) ExpireNow(id string) {
 }
 
 // Holder returns the token that holds id now, by the store's clock, and
-// whether any does.
+// whether any does; for a shared id, the holder of the live lease granted
+// last (see Holders).
 func (s *Store) Holder(id string) (token string, ok bool) {
 	s.withEntry(id, func(_ *shard, e *entry) {
-		if e.live(s.clock.Now()) {
-			token, ok = e.holder, true
+		if l := e.last(s.clock.Now()); l != nil {
+			token, ok = l.token, true
 		}
 	})
 	return token, ok
+}
+
+// Holders returns the tokens of the live leases of id now, by the store's
+// clock, in grant order: at most one for a mutex.
+func (s *Store) Holders(id string) []string {
+	var out []string
+	s.withEntry(id, func(_ *shard, e *entry) {
+		now := s.clock.Now()
+		for _, l := range e.leases {
+			if l.expiry.After(now) {
+				out = append(out, l.token)
+			}
+		}
+	})
+	return out
 }
 
 // Waiters returns the tokens of the live queue entries of id (deadline
@@ -219,7 +236,7 @@ func (sh *shard) create(s *Store, id string, now time.Time) *entry {
 			if e.live(now) {
 				continue
 			}
-			e.holder = ""
+			e.clearLeases()
 			e.purge(now, s.purgeLimit)
 			if e.head == nil {
 				sh.drop(oid, e)
@@ -247,92 +264,96 @@ func (sh *shard) drop(id string, e *entry) {
 	}
 }
 
-// mark is an entry's state at the start of a step, to decide the wake-up at
-// its end.
+// mark is an entry's state at the start of a step, to decide the wake-ups
+// at its end.
 type mark struct {
-	held    bool
-	head    *waiter
-	grant   backend.Wake // a hand-off made by the step, to deliver at its end
-	grantTo *Backend     // the process of grant's waiter (nil: unknown)
+	drops  uint64      // e.drops at the start: a lease removed since freed permits
+	head   *waiter     // e.head at the start
+	grants []addressed // the hand-offs made by the step, to deliver at its end
 }
 
-// open starts a step on id: it loads the entry (nil if none), frees an
-// expired lease and purges expired waiters. If the lock is then free, it
-// is handed off to the head, unless the head is self (the step's
-// requester, which its own step grants).
+// open starts a step on id: it loads the entry (nil if none), frees the
+// leases that have ended and purges expired waiters. Then it hands off to
+// the heads that fit (direct hand-off), up to self, the step's requester,
+// which its own step grants.
 func (s *Store) open(sh *shard, id string, now time.Time, self string) (*entry, mark) {
 	e := sh.ids[id]
 	if e == nil {
 		return nil, mark{}
 	}
-	m := mark{held: e.holder != "", head: e.head}
+	m := mark{drops: e.drops, head: e.head}
 	e.expire(now)
 	e.purge(now, s.purgeLimit)
-	if e.head != nil && e.head.token != self {
-		s.handOff(id, e, now, &m)
-	}
+	s.handOff(id, e, now, &m, self)
 	return e, m
 }
 
-// handOff grants the lock, if it is free, to e's head if it is live
-// (direct hand-off): the head's TTL, a new fence, its entry removed. The
-// head's wake-up goes in m, to be delivered by finish. A dead head that
-// the purge limit left in place is not granted: it is woken as before.
-func (s *Store) handOff(id string, e *entry, now time.Time, m *mark) {
-	h := e.head
-	if !s.handsOff || e.holder != "" || h == nil || !h.deadline.After(now) {
+// handOff grants the id to e's heads, one after another, while the head
+// is live, fits, and is not self (direct hand-off): each its TTL, a new
+// fence, its entry removed. Their wake-ups go in m, to be delivered by
+// finish. A dead head that the purge limit left in place is not granted,
+// and blocks the ones behind it until a step purges it.
+func (s *Store) handOff(id string, e *entry, now time.Time, m *mark, self string) {
+	if !s.handsOff {
 		return
 	}
-	e.remove(h)
-	e.holder = h.token
-	e.expiry = now.Add(h.ttl)
-	e.fence = s.nextFence(now)
-	m.grant = backend.Wake{ID: id, Token: h.token, Grant: &backend.HandOff{Fence: e.fence, TTL: h.ttl, StoreTime: now}}
-	m.grantTo = h.owner
+	for h := e.head; h != nil && h.token != self && h.deadline.After(now) && e.fits(h.permits); h = e.head {
+		e.remove(h)
+		f := s.nextFence(now)
+		e.add(lease{token: h.token, expiry: now.Add(h.ttl), fence: f, permits: h.permits})
+		m.grants = append(m.grants, addressed{
+			wake: backend.Wake{ID: id, Token: h.token, Grant: &backend.HandOff{Fence: f, TTL: h.ttl, StoreTime: now}},
+			to:   h.owner,
+		})
+	}
 }
 
-// finish ends a step on id at now: it deletes the entry if nothing is
-// left, and otherwise returns the wake-up of the head when the lock is free
-// and the step freed it or changed the head (or always, with force). When
-// the lock is held and the step changed the head, the new head is told,
-// with the holder's TTL, unless it is self, the step's requester (its
+// finish ends a step on id at now: it hands off what the step freed,
+// deletes the entry if nothing is left, and otherwise collects the
+// wake-ups. When the live head fits (no hand-off), the heads are woken,
+// in ticket order while they fit, if the step freed permits or changed
+// the head (or always, with force). When the head does not fit and the
+// step changed the head, the new head is told, with the remaining TTL of
+// the lease that ends first, unless it is self, the step's requester (its
 // reply tells it).
 func (s *Store) finish(sh *shard, id string, e *entry, m mark, now time.Time, self string, force bool) wakeCall {
-	s.handOff(id, e, now, &m)
-	wc := wakeCall{grant: m.grant, grantTo: m.grantTo}
+	s.handOff(id, e, now, &m, "")
+	wc := wakeCall{wakes: m.grants}
 	if len(sh.subs[id]) > 0 {
 		wc.subs = sh.subs[id]
 	}
-	if e.holder != "" {
-		if e.head == nil || e.head == m.head || e.head.token == self {
+	if e.head == nil {
+		if len(e.leases) == 0 {
+			sh.drop(id, e)
+		}
+		return wc
+	}
+	// The head as the queue stands: a dead one that the purge limit left
+	// in place is woken or told like a live one (its owner finds it gone),
+	// and is purged by a later step, which then wakes the next.
+	h := e.head
+	if !e.fits(h.permits) {
+		if h == m.head || h.token == self {
 			return wc
 		}
-		return s.wakeHead(wc, id, e, e.expiry.Sub(now))
-	}
-	if e.head == nil {
-		sh.drop(id, e)
+		wc.add(backend.Wake{ID: id, Token: h.token, HolderTTL: e.minTTL(now)}, h.owner)
 		return wc
 	}
-	if !force && !m.held && e.head == m.head {
+	if !force && e.drops == m.drops && h == m.head {
 		return wc
 	}
-	return s.wakeHead(wc, id, e, 0)
-}
-
-// wakeHead adds to wc the wake-up of e's head, with holderTTL (0: a
-// plain one).
-func (s *Store) wakeHead(wc wakeCall, id string, e *entry, holderTTL time.Duration) wakeCall {
-	wc.wake = backend.Wake{ID: id, Token: e.head.token, HolderTTL: holderTTL}
-	wc.wakeTo = e.head.owner
+	for used := e.used; h != nil && used+h.permits <= e.capacity; h = h.next {
+		used += h.permits
+		wc.add(backend.Wake{ID: id, Token: h.token}, h.owner)
+	}
 	return wc
 }
 
-// grant gives the lock to req.Token with a new fence.
-func (s *Store) grant(e *entry, req *backend.AcquireRequest, now time.Time) backend.Grant {
-	e.holder = req.Token
-	e.expiry = now.Add(req.TTL)
-	e.fence = s.nextFence(now)
-	return backend.Grant{Acquired: true, Fence: e.fence, TTL: req.TTL}
+// grant gives req.Token a lease of permits with a new fence.
+func (s *Store) grant(e *entry, req *backend.AcquireRequest, permits int, now time.Time) backend.Grant {
+	f := s.nextFence(now)
+	e.add(lease{token: req.Token, expiry: now.Add(req.TTL), fence: f, permits: permits})
+	return backend.Grant{Acquired: true, Fence: f, TTL: req.TTL}
 }
 
 // nextFence returns a new fence: the store's clock in microseconds, or the
@@ -354,32 +375,53 @@ func (s *Store) nextFence(now time.Time) uint64 {
 	}
 }
 
+// capacityOf returns the capacity and permits of req as the entry keeps
+// them: a mutex (Capacity 0 or 1) is capacity 1 with leases of 1 permit.
+// checkRequest has validated req.
+func capacityOf(req *backend.AcquireRequest) (capacity, permits int) {
+	if req.Capacity < 2 {
+		return 1, 1
+	}
+	return req.Capacity, req.Permits
+}
+
 // acquire is the Acquire step of owner, the Backend it came through; the
 // caller holds sh.mu. The waiter it queues or refreshes records owner, so
 // that its wake-ups reach only owner's subscriptions.
 func (s *Store) acquire(sh *shard, req *backend.AcquireRequest, owner *Backend) (backend.Grant, wakeCall, error) {
 	now := s.clock.Now()
+	capacity, permits := capacityOf(req)
 	e, m := s.open(sh, req.ID, now, req.Token)
 	if e == nil {
 		e = sh.create(s, req.ID, now)
-		return s.grant(e, req, now), wakeCall{}, nil
+		e.capacity = capacity
+		return s.grant(e, req, permits, now), wakeCall{}, nil
 	}
-	if e.heldBy(req.Token) {
-		// Retry by the holder: a no-op (S6).
-		return backend.Grant{Acquired: true, Fence: e.fence, TTL: e.expiry.Sub(now)}, wakeCall{}, nil
+	if e.capacity != capacity {
+		if len(e.leases) > 0 || hasLiveWaiter(e, now) {
+			// Another capacity while the id is in use: nothing changes
+			// but what the step's purge removed (dead state).
+			return backend.Grant{}, s.finish(sh, req.ID, e, m, now, req.Token, false), backend.ErrCapacity
+		}
+		e.capacity = capacity // idle: the id takes the request's capacity
+	}
+	if l := e.lease(req.Token); l != nil {
+		// Retry by a holder: a no-op (S6).
+		return backend.Grant{Acquired: true, Fence: l.fence, TTL: l.expiry.Sub(now)}, s.finish(sh, req.ID, e, m, now, req.Token, false), nil
 	}
 	w := e.lookup(req.Token, now)
-	if e.holder == "" && (e.head == nil || e.head == w) {
+	if e.fits(permits) && (e.head == nil || e.head == w) {
 		if w != nil {
 			e.remove(w)
 		}
-		// The next waiter, if any, is the head now: it is told.
-		return s.grant(e, req, now), s.finish(sh, req.ID, e, m, now, req.Token, false), nil
+		// The next waiters, if any, are the heads now: they are granted
+		// (if they fit) or told.
+		return s.grant(e, req, permits, now), s.finish(sh, req.ID, e, m, now, req.Token, false), nil
 	}
 	var g backend.Grant
 	var err error
-	if e.holder != "" {
-		g.HolderTTL = e.expiry.Sub(now)
+	if len(e.leases) > 0 {
+		g.HolderTTL = e.minTTL(now)
 	}
 	if req.Wait {
 		deadline := now.Add(req.WaiterTTL)
@@ -394,6 +436,7 @@ func (s *Store) acquire(sh *shard, req *backend.AcquireRequest, owner *Backend) 
 			w = e.enqueue(req.Token, s.ticket.Add(1), deadline)
 			w.since = now // for Inspect
 			w.ttl = req.TTL
+			w.permits = permits
 			w.owner = owner
 		}
 	}
@@ -410,25 +453,25 @@ func (s *Store) acquire(sh *shard, req *backend.AcquireRequest, owner *Backend) 
 
 // release is the Release step; the caller holds sh.mu.
 func (s *Store) release(sh *shard, id, token string) (wakeCall, error) {
-	return s.byHolder(sh, id, token, func(e *entry, _ time.Time) { e.holder = "" })
+	return s.byHolder(sh, id, token, func(e *entry, _ *lease, _ time.Time) { e.drop(token) })
 }
 
 // extend is the Extend step; the caller holds sh.mu.
 func (s *Store) extend(sh *shard, id, token string, ttl time.Duration) (wakeCall, error) {
-	return s.byHolder(sh, id, token, func(e *entry, now time.Time) { e.expiry = now.Add(ttl) })
+	return s.byHolder(sh, id, token, func(_ *entry, l *lease, now time.Time) { l.expiry = now.Add(ttl) })
 }
 
-// byHolder applies change to id's entry when token holds it (ErrNotHeld
-// otherwise), then finishes the step; the caller holds sh.mu.
-func (s *Store) byHolder(sh *shard, id, token string, change func(e *entry, now time.Time)) (wakeCall, error) {
+// byHolder applies change to token's lease of id when it has one
+// (ErrNotHeld otherwise), then finishes the step; the caller holds sh.mu.
+func (s *Store) byHolder(sh *shard, id, token string, change func(e *entry, l *lease, now time.Time)) (wakeCall, error) {
 	now := s.clock.Now()
 	e, m := s.open(sh, id, now, "")
 	if e == nil {
 		return wakeCall{}, backend.ErrNotHeld
 	}
 	var err error
-	if e.heldBy(token) {
-		change(e, now)
+	if l := e.lease(token); l != nil {
+		change(e, l, now)
 	} else {
 		err = backend.ErrNotHeld
 	}
@@ -445,9 +488,7 @@ func (s *Store) leave(sh *shard, id, token string) wakeCall {
 	if w := e.lookup(token, now); w != nil {
 		e.remove(w)
 	}
-	if e.heldBy(token) {
-		e.holder = ""
-	}
+	e.drop(token)
 	return s.finish(sh, id, e, m, now, "", false)
 }
 
@@ -461,11 +502,13 @@ func (s *Store) heartbeat(sh *shard, wt backend.Waiter, waiterTTL time.Duration)
 	var r backend.HeartbeatResult
 	// Granted by hand-off in this step: it was queued, and its wake-up
 	// carries the grant.
-	r.Queued = m.grant.Token == wt.Token && m.grant.ID != ""
+	for _, g := range m.grants {
+		r.Queued = r.Queued || g.wake.Token == wt.Token
+	}
 	if w := e.lookup(wt.Token, now); w != nil {
 		e.refresh(w, now.Add(waiterTTL))
 		r.Queued = true
-		r.Ready = e.holder == "" && e.head == w
+		r.Ready = e.head == w && e.fits(w.permits)
 	}
 	return r, s.finish(sh, wt.ID, e, m, now, "", true)
 }
@@ -506,29 +549,44 @@ func (s *Store) removeSub(sub *subscription) {
 	sh.subs[sub.id] = subs
 }
 
-// wakeCall is a wake-up collected inside a critical section, to be
-// delivered after it. Each wake-up goes to the subscriptions of the process
-// of the waiter it names (grantTo, wakeTo), or to every one when that
-// process is unknown (nil).
+// wakeCall is the wake-ups collected inside a critical section, to be
+// delivered after it: the hand-offs' first, then the heads' woken or told.
+// Each goes to the subscriptions of the process of the waiter it names,
+// or to every one when that process is unknown (nil).
 type wakeCall struct {
-	subs    []*subscription
-	grant   backend.Wake // a hand-off's wake-up, when ID != ""
-	wake    backend.Wake // the head's wake-up, when ID != ""
-	grantTo *Backend
-	wakeTo  *Backend
+	subs  []*subscription
+	wakes []addressed
+}
+
+// addressed is one wake-up and the process it is for (nil: unknown).
+type addressed struct {
+	wake backend.Wake
+	to   *Backend
+}
+
+// add appends the wake-up w for the process to.
+func (c *wakeCall) add(w backend.Wake, to *Backend) {
+	c.wakes = append(c.wakes, addressed{wake: w, to: to})
+}
+
+// plainOnly returns the token of c's one wake-up when it is a plain one (no
+// grant, no holder TTL), and whether it is.
+func (c *wakeCall) plainOnly() (string, bool) {
+	if len(c.wakes) != 1 || c.wakes[0].wake.Grant != nil {
+		return "", false
+	}
+	return c.wakes[0].wake.Token, true
 }
 
 func (c *wakeCall) fire() {
-	c.deliver(c.grant, c.grantTo)
-	c.deliver(c.wake, c.wakeTo)
+	for _, a := range c.wakes {
+		c.deliver(a.wake, a.to)
+	}
 }
 
 // deliver calls the subscriptions of to with w, or every subscription when
-// to is nil. A w with no ID is no wake-up.
+// to is nil.
 func (c *wakeCall) deliver(w backend.Wake, to *Backend) {
-	if w.ID == "" {
-		return
-	}
 	for _, sub := range c.subs {
 		if to == nil || sub.owner == to {
 			sub.fn(w)

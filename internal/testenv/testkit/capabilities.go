@@ -23,6 +23,7 @@ var optional = map[string]reflect.Type{
 	"Resolver":      reflect.TypeFor[backend.Resolver](),
 	"HandOffer":     reflect.TypeFor[backend.HandOffer](),
 	"Inspector":     reflect.TypeFor[backend.Inspector](),
+	"Sharer":        reflect.TypeFor[backend.Sharer](),
 }
 
 // required are the interfaces of package backend that every backend has.
