@@ -65,14 +65,14 @@ func (e *ArgumentError) Is(target error) bool { return target == ErrInvalidArgum
 // classification (property error-kinds):
 //
 //   - after a failed Acquire of KindUnknown or KindAnswer (but
-//     ErrQueueFull), the core removes whatever the step may have left with
+//     ErrQueueFull and ErrCapacity), the core removes whatever the step may have left with
 //     a Leave by the same token, sent in the background with a bounded
 //     timeout (S6); after one of KindUnsent it sends none;
 //   - a waiting caller's step that failed with any kind but a sentinel
 //     answer is retried with the same token (steps are idempotent by
 //     token) while its queue entry can still be alive;
-//   - the sentinels (ErrNotHeld, ErrQueueFull, ErrNotReplicated) end the
-//     call as they are.
+//   - the sentinels (ErrNotHeld, ErrQueueFull, ErrCapacity,
+//     ErrNotReplicated) end the call as they are.
 //
 // So the one mistake that costs something is KindUnsent for a step that
 // took effect: its entry or grant is left until its WaiterTTL or TTL runs
@@ -132,7 +132,7 @@ func WithKind(kind Kind, err error) error {
 // KindOf returns the Kind of err: the one given by WithKind; KindUnsent
 // for ErrClosed and ErrInvalidArgument (returned before any I/O);
 // KindAnswer for the store's sentinels (ErrNotHeld, ErrQueueFull,
-// ErrNotReplicated); KindUnknown otherwise.
+// ErrCapacity, ErrNotReplicated); KindUnknown otherwise.
 func KindOf(err error) Kind {
 	var ke *kindError
 	switch {
@@ -140,7 +140,7 @@ func KindOf(err error) Kind {
 		return ke.kind
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrInvalidArgument):
 		return KindUnsent
-	case errors.Is(err, ErrNotHeld), errors.Is(err, ErrQueueFull), errors.Is(err, ErrNotReplicated):
+	case errors.Is(err, ErrNotHeld), errors.Is(err, ErrQueueFull), errors.Is(err, ErrCapacity), errors.Is(err, ErrNotReplicated):
 		return KindAnswer
 	}
 	return KindUnknown

@@ -20,6 +20,7 @@ func TestKindOf(t *testing.T) {
 		{fmt.Errorf("x: %w", WithKind(KindAnswer, client)), KindAnswer},
 		{WithKind(KindUnknown, WithKind(KindUnsent, client)), KindUnknown},
 		{ErrNotHeld, KindAnswer},
+		{fmt.Errorf("x: %w", ErrCapacity), KindAnswer},
 		{ErrClosed, KindUnsent},
 	} {
 		if got := KindOf(c.err); got != c.want {
