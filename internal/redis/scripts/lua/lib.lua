@@ -323,7 +323,8 @@ end
 -- the entry after it, removing the dead entries ahead of it (the lazy
 -- purge: at most limit of them, then a bounded sweep). It returns:
 --   head, its lease TTL, its inbox, next (or false), next's inbox, removed,
---   the head's permits (0 on a mutex)
+--   the head's permits (0 on a mutex), next's permits when it is live
+--   (else nil)
 -- where removed says that it removed an entry; head is nil when the queue
 -- holds no live entry, and false when the purge reached its limit before
 -- it found one (dead entries are left: the lock is not for the requester
@@ -340,12 +341,13 @@ local function heads(q, w, now, limit, first)
     local recs = redis.call('HMGET', w, unpack(e))
     local deadline, ttl, inbox, permits = waiter_parse(recs[1])
     if deadline and deadline > now then
-      local next, next_inbox = e[2] or false, nil
+      local next, next_inbox, next_permits = e[2] or false, nil, nil
       if next then
-        local _, _2, i = waiter_parse(recs[2])
+        local d, _, i, p = waiter_parse(recs[2])
         next_inbox = i
+        if d and d > now then next_permits = p end
       end
-      return e[1], ttl, inbox, next, next_inbox, removed > 0, permits
+      return e[1], ttl, inbox, next, next_inbox, removed > 0, permits, next_permits
     end
     if removed >= limit then return false, nil, nil, false, nil, true end
     if removed < 2 then

@@ -33,13 +33,11 @@ local function holder_parse(v)
   return tonumber(e), tonumber(f), tonumber(p)
 end
 
--- shared_load reads the lock hash of a shared id at now (ms) and returns
--- its state: {cap = the capacity (0: no key), holders = token -> {expiry,
--- fence, permits}, used = the permits of the live leases}. It removes the
--- fields of the leases that ended. Cost: HGETALL, and HDEL when a lease
--- ended.
-local function shared_load(lock, now)
-  local all = redis.call('HGETALL', lock)
+-- shared_state returns the state of a shared id at now (ms) from all,
+-- the HGETALL reply of its lock hash: {cap = the capacity (0: no key),
+-- holders = token -> {expiry, fence, permits}, used = the permits of the
+-- live leases}. It removes the fields of the leases that ended (HDEL).
+local function shared_state(lock, all, now)
   local st = {cap = 0, holders = {}, used = 0}
   local ended = {}
   for i = 1, #all, 2 do
@@ -58,6 +56,12 @@ local function shared_load(lock, now)
   end
   if #ended > 0 then redis.call('HDEL', lock, unpack(ended)) end
   return st
+end
+
+-- shared_load reads the lock hash of a shared id at now and returns its
+-- state (see shared_state). Cost: HGETALL, and HDEL when a lease ended.
+local function shared_load(lock, now)
+  return shared_state(lock, redis.call('HGETALL', lock), now)
 end
 
 -- shared_first_end returns the remaining TTL (ms, at least 1) of the
@@ -126,7 +130,7 @@ local function shared_hand_off(lock, q, f, w, st, us, limit, self, told)
   local mine
   local changed = told
   while true do
-    local head, ttl, inbox, _, _, removed, permits = heads(q, w, now, limit)
+    local head, ttl, inbox, nxt, nxt_inbox, removed, permits, nxt_permits = heads(q, w, now, limit)
     if removed then changed = true end
     if head == nil then return mine, 'empty' end
     if head == false then return mine, 'limit' end
@@ -144,6 +148,17 @@ local function shared_hand_off(lock, q, f, w, st, us, limit, self, told)
       mine = fence
     else
       send(lock, inbox, wake_payload(head, nil, {fence, ttl, us}))
+    end
+    -- What heads read of the entry after head spares another look when
+    -- it settles the loop: none (the queue is empty now), or a live one
+    -- that does not fit (the new head, told).
+    if nxt == false then return mine, 'empty' end
+    if nxt_permits then
+      if nxt_permits == 0 then nxt_permits = st.cap end
+      if st.used + nxt_permits > st.cap then
+        if nxt ~= self then wake(lock, nxt, nxt_inbox, shared_first_end(st, now)) end
+        return mine, 'blocked'
+      end
     end
   end
 end
@@ -164,16 +179,18 @@ end
 -- id is in use with another capacity, or as a mutex (a lease, or a live
 -- waiter that asked for no permits), it returns nil and what it is.
 local function shared_open(lock, q, w, cap, now, limit)
-  local t = redis.call('TYPE', lock)['ok']
-  if t == 'hash' then
-    local st = shared_load(lock, now)
+  -- One HGETALL tells the three cases apart: WRONGTYPE (a mutex's string),
+  -- no field (no key), or the hash, whose "" field is always there.
+  local all = redis.pcall('HGETALL', lock)
+  if all['err'] then
+    return nil, 'a mutex'
+  elseif #all > 0 then
+    local st = shared_state(lock, all, now)
     if st.cap == cap then return st end
     if next(st.holders) ~= nil or heads(q, w, now, limit) ~= nil then
       return nil, 'capacity ' .. st.cap
     end
     redis.call('DEL', lock)
-  elseif t ~= 'none' then
-    return nil, 'a mutex'
   else
     local head, _, _, _, _, _, permits = heads(q, w, now, limit)
     if head == false or (head and permits == 0) then return nil, 'a mutex' end
