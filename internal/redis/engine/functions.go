@@ -154,3 +154,14 @@ func (r *Runner) fcallRefused(err error) bool {
 
 // Functions reports whether the Runner sends its calls as FCALL now.
 func (r *Runner) Functions() bool { return r.fn.state.Load() == fnOn }
+
+// String returns the command v sends: "EVALSHA", "EVAL" or "FCALL".
+func (v Via) String() string {
+	switch v {
+	case Eval:
+		return "EVAL"
+	case FCall:
+		return "FCALL"
+	}
+	return "EVALSHA"
+}
