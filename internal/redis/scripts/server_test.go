@@ -242,12 +242,12 @@ func cmdstat(v, field string) int64 {
 	return 0
 }
 
-// scriptUsec returns the server's total µs in EVALSHA and EVAL and the
-// number of those calls (INFO commandstats).
+// scriptUsec returns the server's total µs in EVALSHA, EVAL and FCALL and
+// the number of those calls (INFO commandstats).
 func scriptUsec(tb testing.TB, c *redis.Client) (usec, calls int64) {
 	tb.Helper()
 	stats := info(tb, c, "commandstats")
-	for _, name := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
+	for _, name := range []string{"cmdstat_evalsha", "cmdstat_eval", "cmdstat_fcall"} {
 		usec += cmdstat(stats[name], "usec")
 		calls += cmdstat(stats[name], "calls")
 	}
