@@ -137,12 +137,12 @@ func (r *Runner) fcallRefused(err error) bool {
 	if k, ref := r.s.Classify(err); k != backend.KindAnswer || ref != NotRefused {
 		return false
 	}
-	msg := err.Error()
+	msg := strings.TrimPrefix(err.Error(), "ERR ") // rueidis leaves "ERR " out
 	switch {
-	case strings.HasPrefix(msg, "ERR Function not found"):
+	case strings.HasPrefix(msg, "Function not found"):
 		r.fn.state.CompareAndSwap(fnOn, fnUnknown)
 		return true
-	case (strings.HasPrefix(msg, "NOPERM") || strings.HasPrefix(msg, "ERR unknown command")) &&
+	case (strings.HasPrefix(msg, "NOPERM") || strings.HasPrefix(msg, "unknown command")) &&
 		strings.Contains(strings.ToLower(msg), "fcall"):
 		r.fn.state.Store(fnOff)
 		return true

@@ -125,6 +125,7 @@ func TestFunctionsFCallRefused(t *testing.T) {
 	for _, refusal := range []string{
 		"NOPERM this user has no permissions to run the 'fcall' command",
 		"ERR unknown command 'FCALL', with args beginning with: 'lock_x_extend'",
+		"unknown command 'FCALL', with args beginning with: 'lock_x_extend'", // rueidis
 	} {
 		r, l := newLoader(t, 0, nil, Reply{Err: errors.New(refusal)}, Reply{}, Reply{})
 		extendOK(t, r)
@@ -146,7 +147,12 @@ func TestFunctionsFCallRefused(t *testing.T) {
 // at once as EVALSHA (EVAL after NOSCRIPT), and the library loads again at
 // most every retry; meanwhile the calls go as EVALSHA.
 func TestFunctionsNotFound(t *testing.T) {
-	notFound := Reply{Err: errors.New("ERR Function not found")}
+	for _, msg := range []string{"ERR Function not found", "Function not found"} { // go-redis, rueidis
+		testFunctionsNotFound(t, Reply{Err: errors.New(msg)})
+	}
+}
+
+func testFunctionsNotFound(t *testing.T, notFound Reply) {
 	r, l := newLoader(t, time.Hour, nil, notFound, Reply{Err: errNoScript}, Reply{}, Reply{})
 	extendOK(t, r)
 	extendOK(t, r)
