@@ -52,6 +52,10 @@
 // check: they reject SPUBLISH on a server older than 7.0 (LOCKBADARG)
 // before they write anything.
 //
+// [Lib] holds the same scripts as one Redis 7 function library, each
+// script a function of it ([Script.Function]) for FCALL: see newLibrary
+// for how it is built from the same files.
+//
 // The wire check ([Wire]) is not a step of an id: it reads and sets the
 // prefix's marker of the wire protocol version (see keys.SuffixWire).
 package scripts
