@@ -21,8 +21,8 @@ type FunctionsBackend func(t *testing.T, addr string) (b backend.Backend, fcall 
 // (scripts.Lib), each case on a server of its own: the library is loaded
 // before the first step and the steps go as FCALL; after FUNCTION FLUSH
 // the next step still succeeds (as EVALSHA) and the library comes back
-// within the reload period; a server that refuses FCALL, or FUNCTION
-// LOAD, gets EVALSHA.
+// within the reload period; a server or an ACL user that refuses FCALL,
+// or FUNCTION LOAD, gets EVALSHA.
 func Functions(t *testing.T, newBackend FunctionsBackend) {
 	server := func(t *testing.T, args ...string) (*redis.Client, string) {
 		srv := redisserver.StartT(t, redisserver.Options{Args: args})
@@ -103,6 +103,27 @@ func Functions(t *testing.T, newBackend FunctionsBackend) {
 			t.Fatalf("a cycle once the library is back sent %d FCALLs, want 2", got)
 		}
 	})
+
+	// An ACL user without FCALL, or without FUNCTION LOAD (NOPERM): here
+	// the default user, which the Backend logs in as.
+	for _, rule := range []string{"-fcall", "-function|load"} {
+		t.Run("acl "+rule, func(t *testing.T) {
+			raw, addr := server(t)
+			if err := raw.Do(ctx, "ACL", "SETUSER", "default", rule).Err(); err != nil {
+				t.Fatal(err)
+			}
+			b, fcall := newBackend(t, addr)
+			cycle(t, b)
+			cycle(t, b)
+			if fcall() || calls(t, raw, "evalsha") < 4 {
+				t.Fatalf("FCALL %v, %d EVALSHAs; want EVALSHA for good", fcall(), calls(t, raw, "evalsha"))
+			}
+			entries, err := raw.ACLLog(ctx, 10).Result()
+			if err != nil || len(entries) != 1 || entries[0].Count != 1 {
+				t.Fatalf("ACL LOG = %+v, %v; want the one refusal, once", entries, err)
+			}
+		})
+	}
 
 	t.Run("fcall refused", func(t *testing.T) {
 		raw, addr := server(t, "--rename-command", "FCALL", "")
