@@ -49,9 +49,9 @@ type Replicas interface {
 // Runner sends an adapter's calls with the adapter's Sender: before the
 // first step (and every keys.WireRefresh) the wire check, then FCALL when
 // the Sender is a Loader and the library loaded (see functions), EVALSHA
-// otherwise and after a refused FCALL, and EVAL after a NOSCRIPT reply, a resend of what Redis Cluster refused for
-// now, once more after a broken round trip (with resendBroken), and the
-// WAIT of calls with Call.Wait. It also holds the Backend's closed state.
+// otherwise and after a refused FCALL, and EVAL after a NOSCRIPT reply, a
+// resend of what Redis Cluster refused for now, once more after a broken
+// round trip (with resendBroken), and the WAIT of calls with Call.Wait. It also holds the Backend's closed state.
 // Safe for concurrent use.
 type Runner struct {
 	e            *Engine
