@@ -53,12 +53,21 @@ func newLibrary(fsys fs.FS, scripts []*Script) Library {
 			}
 		}
 	}
+	// Every line of every file: where a script may assign a local of the
+	// top level.
+	var all []string
+	for _, f := range parts {
+		all = append(all, strings.Split(read(fsys, f), "\n")...)
+	}
+	for _, s := range scripts {
+		all = append(all, strings.Split(read(fsys, s.Name), "\n")...)
+	}
 	var fast, slow []string
 	var perCall []string // statements that set the per-call locals
 	for _, f := range parts {
 		head, tail := splitSlow(read(fsys, f))
 		for i, src := range []string{head, tail} {
-			code, set := hoist(fsys, scripts, f, src)
+			code, set := hoist(all, f, src)
 			if i == 0 {
 				fast = append(fast, code)
 			} else {
@@ -130,15 +139,11 @@ var (
 // declaration, or the "end" of a local function; a declaration of a
 // per-call local must fit on its line. hoist panics otherwise: the file
 // needs a change for the library.
-func hoist(fsys fs.FS, scripts []*Script, f, src string) (code string, perCall []string) {
+//
+// all is every line of the library's files, where hoist looks for the
+// assignments.
+func hoist(all []string, f, src string) (code string, perCall []string) {
 	lines := strings.Split(src, "\n")
-	all := read(fsys, "lib")
-	for _, p := range scripts {
-		all += "\n" + read(fsys, p.Name)
-		for _, q := range p.parts {
-			all += "\n" + read(fsys, q)
-		}
-	}
 	for i, line := range lines {
 		switch {
 		case line == "", strings.HasPrefix(line, "--"), line == "end",
@@ -182,17 +187,25 @@ func stripComment(s string) string {
 	return s
 }
 
-// assigned reports whether the Lua text src assigns name, or one of its
+// assigned reports whether a line of Lua text assigns name, or one of its
 // fields, anywhere but in a local declaration: "name =", "name[k] =",
-// "name.k =", "a, name =". A false positive only costs a per-call
+// "name.k =", "a, name =", or changes it with a table function
+// ("table.insert(name, ..."). A false positive only costs a per-call
 // assignment.
-func assigned(src, name string) bool {
-	re := regexp.MustCompile(`(?m)^\s*(?:[A-Za-z_][\w.\[\]'"]*\s*,\s*)*` + regexp.QuoteMeta(name) + `\b[\w.\[\]'"]*\s*(?:,\s*[\w.\[\]'"]+\s*)*=[^=]`)
-	for _, m := range re.FindAllString(src, -1) {
-		if !strings.HasPrefix(strings.TrimSpace(m), "local ") {
+func assigned(lines []string, name string) bool {
+	var assign, call *regexp.Regexp
+	for _, line := range lines {
+		if !strings.Contains(line, name) {
+			continue
+		}
+		if assign == nil {
+			q := regexp.QuoteMeta(name)
+			assign = regexp.MustCompile(`^\s*(?:[A-Za-z_][\w.\[\]'"]*\s*,\s*)*` + q + `\b[\w.\[\]'"]*\s*(?:,\s*[\w.\[\]'"]+\s*)*=[^=]`)
+			call = regexp.MustCompile(`table\.\w+\(\s*` + q + `\b`)
+		}
+		if assign.MatchString(line) || call.MatchString(line) {
 			return true
 		}
 	}
-	// Mutation through a call (table.insert(name, ...)) also counts.
-	return regexp.MustCompile(`table\.\w+\(\s*` + regexp.QuoteMeta(name) + `\b`).MatchString(src)
+	return false
 }

@@ -102,7 +102,8 @@ func TestLibraryNameFollowsFiles(t *testing.T) {
 // and sets computed and assigned locals on every call; it refuses a
 // statement that would run at FUNCTION LOAD.
 func TestLibraryTopLevel(t *testing.T) {
-	code, set := hoist(files, library, "x", strings.Join([]string{
+	all := strings.Split(read(files, "lib")+"\n  fences = {}", "\n")
+	code, set := hoist(all, "x", strings.Join([]string{
 		"local A = 5",
 		"local B = 'text' -- comment",
 		"local C = tonumber('7')",
@@ -125,7 +126,7 @@ func TestLibraryTopLevel(t *testing.T) {
 					t.Errorf("%q: no panic", bad)
 				}
 			}()
-			hoist(files, library, "x", bad)
+			hoist(all, "x", bad)
 		}()
 	}
 }
