@@ -1,8 +1,6 @@
 package adaptertest
 
 import (
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -43,13 +41,7 @@ func Functions(t *testing.T, newBackend FunctionsBackend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, line := range strings.Split(s, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
-				n, _ := strconv.ParseInt(strings.Split(v, ",")[0], 10, 64)
-				return n
-			}
-		}
-		return 0
+		return redisserver.CommandStat(t, s, cmd, "calls")
 	}
 	loaded := func(t *testing.T, raw *redis.Client) bool {
 		t.Helper()
