@@ -102,7 +102,8 @@ func newBenchBackend(b *testing.B, addr string) (*adapter, *counter) {
 	return be, cnt
 }
 
-// evalshaUsec returns the server's total usec spent in EVALSHA and EVAL.
+// evalshaUsec returns the server's total usec spent in EVALSHA, EVAL and
+// FCALL (the scripts' function library).
 func evalshaUsec(tb testing.TB, addr string) int64 {
 	client := newClient(addr)
 	defer client.Close()
@@ -111,7 +112,7 @@ func evalshaUsec(tb testing.TB, addr string) int64 {
 		tb.Fatal(err)
 	}
 	var total int64
-	for _, cmd := range []string{"evalsha", "eval"} {
+	for _, cmd := range []string{"evalsha", "eval", "fcall"} {
 		total += redisserver.CommandStat(tb, info, cmd, "usec")
 	}
 	return total
