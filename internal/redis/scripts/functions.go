@@ -14,7 +14,7 @@ import (
 // built from the same Lua files as the scripts, with no change to their
 // logic (see newLibrary).
 type Library struct {
-	Name   string // "lock_" and the first 12 hex digits of the SHA1 of Body
+	Name   string // "lock_" and the first 12 hex digits of the SHA1 of Body (with the functions' names left out)
 	Body   string // the library's code, after its "#!lua" line
 	Source string // what FUNCTION LOAD takes: the "#!lua name=<Name>" line, then Body
 }
@@ -63,27 +63,19 @@ func newLibrary(fsys fs.FS, scripts []*Script) Library {
 		all = append(all, strings.Split(read(fsys, s.Name), "\n")...)
 	}
 	var fast, slow []string
-	var perCall []string // statements that set the per-call locals
+	var fastSet, slowSet []string // statements that set the per-call locals
 	for _, f := range parts {
 		head, tail := splitSlow(read(fsys, f))
-		for i, src := range []string{head, tail} {
-			code, set := hoist(all, f, src)
-			if i == 0 {
-				fast = append(fast, code)
-			} else {
-				slow = append(slow, code)
-			}
-			perCall = append(perCall, set...)
-		}
+		code, set := hoist(all, f, head)
+		fast, fastSet = append(fast, code), append(fastSet, set...)
+		code, set = hoist(all, f, tail)
+		slow, slowSet = append(slow, code), append(slowSet, set...)
 	}
+	perCall := append(fastSet, slowSet...)
 	var b strings.Builder
 	b.WriteString("-- The scripts of the lock as one function library (see package scripts).\n")
 	b.WriteString("local KEYS, ARGV\n")
 	b.WriteString(strings.Join(append(fast, slow...), "\n"))
-	names := make([]string, len(scripts))
-	for i, s := range scripts {
-		names[i] = s.Name
-	}
 	// The functions' names depend on the library's name, which is the
 	// digest of all but them: they are written with a placeholder first.
 	const placeholder = "\x00LIB\x00"

@@ -3,6 +3,7 @@ package scripts
 import (
 	"context"
 	"io/fs"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -179,5 +180,44 @@ func testNoStateBetweenCalls(t *testing.T) {
 	g := o.acquireTTL("B", time.Minute, false)
 	if v, _ := o.c.Get(ctx, o.k.Fence).Uint64(); !g.Acquired || v != g.Fence {
 		t.Fatalf("after acquire_many, acquire granted %+v and left the fence key at %d, want its fence", g, v)
+	}
+}
+
+// TestLibraryNoShadowing: no script's own top-level local has the name of
+// a local of the library's top level (lib.lua and the shared parts). In a
+// script, the helpers past lib.lua's "[slow path]" line come after the
+// script's fast path, and would shadow such a local there; in the
+// library they come first, and the script's local would shadow them.
+func TestLibraryNoShadowing(t *testing.T) {
+	decl := regexp.MustCompile(`(?m)^local (?:function )?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)`)
+	names := func(src string) []string {
+		var out []string
+		for _, m := range decl.FindAllStringSubmatch(src, -1) {
+			for _, n := range strings.Split(m[1], ",") {
+				out = append(out, strings.TrimSpace(n))
+			}
+		}
+		return out
+	}
+	top := map[string]string{}
+	for _, f := range []string{"lib", "acquire_step"} {
+		for _, n := range names(read(files, f)) {
+			top[n] = f
+		}
+	}
+	if top["fail"] != "lib" || top["try_fast"] != "acquire_step" {
+		t.Fatalf("top-level names %v: the test no longer reads them", top)
+	}
+	for _, s := range library {
+		for _, p := range s.parts {
+			if p != "acquire_step" {
+				t.Fatalf("%s: shared part %s: add it to the test", s.Name, p)
+			}
+		}
+		for _, n := range names(read(files, s.Name)) {
+			if f, ok := top[n]; ok {
+				t.Errorf("lua/%s.lua declares %s, a top-level local of lua/%s.lua", s.Name, n, f)
+			}
+		}
 	}
 }
