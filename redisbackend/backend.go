@@ -131,7 +131,7 @@ func New(client Client, opts *Options) (backend.Backend, error) {
 			return nil, err
 		}
 	}
-	b := &adapter{e: e, run: engine.NewRunner(e, cmds, repl, false), inbox: wakeup.NewInbox()}
+	b := &adapter{e: e, run: engine.NewRunner(e, cmds.sender(), repl, false), inbox: wakeup.NewInbox()}
 	switch {
 	case !o.ShardedPubSub:
 		b.subs = newSubscriber(client, false)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -47,7 +48,7 @@ func newCommands(c Client, consts []string) commands {
 		g.consts = append(g.consts, boxed{s, s})
 	}
 	for _, sc := range scripts.All() {
-		g.consts = append(g.consts, boxed{sc.SHA1, sc.SHA1})
+		g.consts = append(g.consts, boxed{sc.SHA1, sc.SHA1}, boxed{sc.Function, sc.Function})
 	}
 	return g
 }
@@ -58,26 +59,30 @@ type processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// Eval sends one call.
-func (g commands) Eval(ctx context.Context, c engine.Call, eval bool) engine.Reply {
+// Eval sends one call. A client that is not a processor never gets
+// engine.FCall: it is no Loader (see loader).
+func (g commands) Eval(ctx context.Context, c engine.Call, via engine.Via) engine.Reply {
 	if p, ok := g.c.(processor); ok {
-		cmd := g.cmd(ctx, c, eval)
+		cmd := g.cmd(ctx, c, via)
 		_ = p.Process(ctx, cmd)
 		return reply(cmd, c.Strings)
 	}
-	if eval {
+	if via == engine.Eval {
 		return reply(g.c.Eval(ctx, c.Script.Source, c.Keys, anys(c.Args)...), c.Strings)
 	}
 	return reply(g.c.EvalSha(ctx, c.Script.SHA1, c.Keys, anys(c.Args)...), c.Strings)
 }
 
-// cmd builds c's EVALSHA, or EVAL with eval, as go-redis's EvalSha and
-// Eval do, with one slice and the constant arguments boxed once.
-func (g commands) cmd(ctx context.Context, c engine.Call, eval bool) *redis.Cmd {
+// cmd builds c's EVALSHA, EVAL or FCALL, as go-redis's EvalSha, Eval and
+// FCall do, with one slice and the constant arguments boxed once.
+func (g commands) cmd(ctx context.Context, c engine.Call, via engine.Via) *redis.Cmd {
 	args := make([]any, 0, 3+len(c.Keys)+len(c.Args))
-	if eval {
+	switch via {
+	case engine.Eval:
 		args = append(args, "eval", c.Script.Source)
-	} else {
+	case engine.FCall:
+		args = append(args, "fcall", g.box(c.Script.Function))
+	default:
 		args = append(args, "evalsha", g.box(c.Script.SHA1))
 	}
 	args = append(args, len(c.Keys))
@@ -131,19 +136,60 @@ func (g commands) box(s string) any {
 }
 
 // EvalAll sends calls in one pipeline; a ClusterClient splits it per master.
-func (g commands) EvalAll(ctx context.Context, calls []engine.Call, eval bool) []engine.Reply {
-	return g.evalPipe(ctx, g.c.Pipeline(), calls, eval, false, nil)
+func (g commands) EvalAll(ctx context.Context, calls []engine.Call, via engine.Via) []engine.Reply {
+	return g.evalPipe(ctx, g.c.Pipeline(), calls, via, false, nil)
+}
+
+// loader is commands of a client that can load the scripts' function
+// library (engine.Loader): a *redis.Client (one server, or through
+// Sentinel) or a *redis.ClusterClient, on every master.
+type loader struct{ commands }
+
+// sender returns g as the Runner's Sender: a loader when its client can
+// load the library.
+func (g commands) sender() engine.Sender {
+	switch g.c.(type) {
+	case *redis.Client, *redis.ClusterClient:
+		return loader{g}
+	}
+	return g
+}
+
+// LoadLibrary sends FUNCTION LOAD of src, to every master of a cluster.
+func (l loader) LoadLibrary(ctx context.Context, src string) []error {
+	switch c := l.c.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		var errs []error
+		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			if err := m.FunctionLoad(ctx, src).Err(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return errs
+	case *redis.Client:
+		if err := c.FunctionLoad(ctx, src).Err(); err != nil {
+			return []error{err}
+		}
+	}
+	return nil
 }
 
 // evalPipe queues calls on pipe (each after ASKING with asking), and then
 // more, runs it, and returns the calls' replies.
-func (g commands) evalPipe(ctx context.Context, pipe redis.Pipeliner, calls []engine.Call, eval, asking bool, more func(redis.Pipeliner)) []engine.Reply {
+func (g commands) evalPipe(ctx context.Context, pipe redis.Pipeliner, calls []engine.Call, via engine.Via, asking bool, more func(redis.Pipeliner)) []engine.Reply {
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
 		if asking {
 			pipe.Do(ctx, "asking")
 		}
-		cmds[i] = g.cmd(ctx, c, eval)
+		cmds[i] = g.cmd(ctx, c, via)
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	if more != nil {

@@ -23,9 +23,10 @@ func TestExtendNoLoop(t *testing.T) { adaptertest.ExtendNoLoop(t, newEnv(t).adap
 
 // TestNoScriptFallback: on a server that lost its scripts (SCRIPT FLUSH,
 // a restart), a step costs EVALSHA + EVAL once, alone or in a pipeline, and
-// then EVALSHA only.
+// then EVALSHA only. The server has no FUNCTION command, so that the steps
+// go as EVALSHA (TestFunctions checks FCALL).
 func TestNoScriptFallback(t *testing.T) {
-	srv := redisserver.StartT(t, redisserver.Options{})
+	srv := redisserver.StartT(t, redisserver.Options{Args: []string{"--rename-command", "FUNCTION", ""}})
 	e := newEnvAt(t, srv.Addr)
 	b, c := e.backend(nil)
 	_ = b.Release(ctx, "n", "nobody") // dials the client's connection
@@ -101,7 +102,8 @@ func newBenchBackend(b *testing.B, addr string) (*adapter, *counter) {
 	return be, cnt
 }
 
-// evalshaUsec returns the server's total usec spent in EVALSHA and EVAL.
+// evalshaUsec returns the server's total usec spent in EVALSHA, EVAL and
+// FCALL (the scripts' function library).
 func evalshaUsec(tb testing.TB, addr string) int64 {
 	client := newClient(addr)
 	defer client.Close()
@@ -110,8 +112,17 @@ func evalshaUsec(tb testing.TB, addr string) int64 {
 		tb.Fatal(err)
 	}
 	var total int64
-	for _, cmd := range []string{"evalsha", "eval"} {
+	for _, cmd := range []string{"evalsha", "eval", "fcall"} {
 		total += redisserver.CommandStat(tb, info, cmd, "usec")
 	}
 	return total
+}
+
+// TestFunctions: the scripts go as FCALL of the function library, with
+// EVALSHA as the fallback (see adaptertest.Functions).
+func TestFunctions(t *testing.T) {
+	adaptertest.Functions(t, func(t *testing.T, addr string) (backend.Backend, func() bool) {
+		b, _ := newEnvAt(t, addr).backend(nil)
+		return b, b.run.Functions
+	})
 }

@@ -67,7 +67,7 @@ func (r *replicas) Reload(ctx context.Context) {
 }
 
 // EvalWait sends calls and WAIT in one pipeline on the node at addr.
-func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls []engine.Call, eval bool, n int, timeout time.Duration) ([]engine.Reply, int64) {
+func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls []engine.Call, via engine.Via, n int, timeout time.Duration) ([]engine.Reply, int64) {
 	node, err := r.node(ctx, addr)
 	if err != nil {
 		out := make([]engine.Reply, len(calls))
@@ -77,7 +77,7 @@ func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls
 		return out, 0
 	}
 	var wait *redis.Cmd
-	res := r.cmds.evalPipe(ctx, node.Pipeline(), calls, eval, asking, func(p redis.Pipeliner) {
+	res := r.cmds.evalPipe(ctx, node.Pipeline(), calls, via, asking, func(p redis.Pipeliner) {
 		wait = p.Do(ctx, "wait", n, timeout.Milliseconds())
 	})
 	acks, _ := wait.Int64() // an error reply counts as no replica

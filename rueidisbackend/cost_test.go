@@ -31,7 +31,8 @@ func inModes(t *testing.T, test func(*testing.T, adaptertest.Adapter)) {
 // a restart), a step costs EVALSHA + EVAL once, alone or batched, and then
 // EVALSHA only.
 func TestNoScriptFallback(t *testing.T) {
-	e := newEnvAt(t, redisserver.StartT(t, redisserver.Options{}).Addr)
+	// No FUNCTION command: the steps go as EVALSHA (TestFunctions checks FCALL).
+	e := newEnvAt(t, redisserver.StartT(t, redisserver.Options{Args: []string{"--rename-command", "FUNCTION", ""}}).Addr)
 	b, c := e.backend(Tracking, nil)
 	_ = b.Release(ctx, "n", "nobody") // dials
 	e.do("SCRIPT", "FLUSH")
@@ -89,4 +90,13 @@ func (e *env) calls(name string) int64 {
 		e.t.Fatal(err)
 	}
 	return redisserver.CommandStat(e.t, info, name, "calls")
+}
+
+// TestFunctions: the scripts go as FCALL of the function library, with
+// EVALSHA as the fallback (see adaptertest.Functions).
+func TestFunctions(t *testing.T) {
+	adaptertest.Functions(t, func(t *testing.T, addr string) (backend.Backend, func() bool) {
+		b, _ := newEnvAt(t, addr).backend(PubSub, nil)
+		return b, b.run.Functions
+	})
 }

@@ -66,11 +66,11 @@ func (r *replicas) Reload(context.Context) {
 // connection to the node at addr. A node rueidis does not know yet gets
 // the calls through the cluster client, which follows the slot; with no
 // WAIT on that connection none counts as acknowledged.
-func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls []engine.Call, eval bool, n int, timeout time.Duration) ([]engine.Reply, int64) {
+func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls []engine.Call, via engine.Via, n int, timeout time.Duration) ([]engine.Reply, int64) {
 	node := r.client
 	if r.client.Mode() == rueidis.ClientModeCluster {
 		if node = r.client.Nodes()[addr]; node == nil {
-			return commands{r.client}.EvalAll(ctx, calls, eval), 0
+			return commands{r.client}.EvalAll(ctx, calls, via), 0
 		}
 	}
 	cmds := make(rueidis.Commands, 0, 2*len(calls)+1)
@@ -80,7 +80,7 @@ func (r *replicas) EvalWait(ctx context.Context, addr string, asking bool, calls
 			cmds = append(cmds, node.B().Asking().Build())
 		}
 		at[i] = len(cmds)
-		cmds = append(cmds, script(node, c, eval))
+		cmds = append(cmds, script(node, c, via))
 	}
 	// Arbitrary, not B().Wait(): rueidis sends a command it knows to block
 	// on a connection of its own, and WAIT counts the replicas that

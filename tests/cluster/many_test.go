@@ -38,7 +38,7 @@ func (c pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		scripts := 0
 		for _, cmd := range cmds {
-			if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			if n := cmd.Name(); n == "evalsha" || n == "eval" || n == "fcall" {
 				scripts++
 			}
 		}
@@ -92,7 +92,8 @@ func (c *rueidisCounter) DoMultiStream(client rueidis.Client, ctx context.Contex
 	return client.DoMultiStream(ctx, multi...)
 }
 
-// evalshaCalls returns, per master, how often it ran EVALSHA.
+// evalshaCalls returns, per master, how often it ran a step's script:
+// EVALSHA, or FCALL of the scripts' function library.
 func (e *clusterEnv) evalshaCalls() map[string]int64 {
 	e.t.Helper()
 	out := map[string]int64{}
@@ -101,7 +102,8 @@ func (e *clusterEnv) evalshaCalls() map[string]int64 {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		out[m] = redisserver.CommandStat(e.t, info.(string), "evalsha", "calls")
+		out[m] = redisserver.CommandStat(e.t, info.(string), "evalsha", "calls") +
+			redisserver.CommandStat(e.t, info.(string), "fcall", "calls")
 	}
 	return out
 }

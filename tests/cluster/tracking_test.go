@@ -79,11 +79,11 @@ func TestTrackingOnCluster(t *testing.T) {
 			var steps []string
 			for _, line := range clients[m] {
 				switch cmd := field(line, "cmd"); cmd {
-				case "evalsha", "lpop": // the steps, the drain of an inbox key
+				case "evalsha", "fcall", "lpop": // the steps, the drain of an inbox key
 					steps = append(steps, line)
 				case "ping", "cluster", "hello", "client":
 				default:
-					return fmt.Sprintf("master %s: a connection of the Backend ran %q, want only the steps' evalsha or an idle PING:\n%s",
+					return fmt.Sprintf("master %s: a connection of the Backend ran %q, want only the steps' evalsha or fcall or an idle PING:\n%s",
 						m, cmd, strings.Join(clients[m], "\n"))
 				}
 			}

@@ -18,11 +18,11 @@ type callLog struct {
 	calls []Call
 }
 
-func (c *callLog) Eval(ctx context.Context, call Call, eval bool) Reply {
+func (c *callLog) Eval(ctx context.Context, call Call, via Via) Reply {
 	if call.Script.Name != scripts.Wire.Name {
 		c.calls = append(c.calls, call)
 	}
-	return c.fakeClient.Eval(ctx, call, eval)
+	return c.fakeClient.Eval(ctx, call, via)
 }
 
 func newCallLog(cfg Config, resendBroken bool, replies ...Reply) (*Runner, *callLog) {

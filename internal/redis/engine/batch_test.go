@@ -21,14 +21,14 @@ type batchClient struct {
 	trips [][]Call
 }
 
-func (b *batchClient) Eval(ctx context.Context, c Call, eval bool) Reply {
+func (b *batchClient) Eval(ctx context.Context, c Call, via Via) Reply {
 	if c.Script.Name == scripts.Wire.Name {
 		return Reply{} // the wire check passes; not a trip of the steps
 	}
-	return b.EvalAll(ctx, []Call{c}, eval)[0]
+	return b.EvalAll(ctx, []Call{c}, via)[0]
 }
 
-func (b *batchClient) EvalAll(_ context.Context, calls []Call, _ bool) []Reply {
+func (b *batchClient) EvalAll(_ context.Context, calls []Call, _ Via) []Reply {
 	b.trips = append(b.trips, calls)
 	out := make([]Reply, len(calls))
 	for i, c := range calls {

@@ -14,7 +14,9 @@
 // The Runner is what both adapters' sending shares; the adapter builds it
 // with its client's [Sender] (and, for Config.Wait, [Replicas]). It checks
 // the prefix's wire protocol version before the steps, sends a call with
-// EVALSHA (EVAL after a NOSCRIPT reply), resends what Redis Cluster
+// FCALL once it loaded the scripts' function library (a Sender that is a
+// [Loader]), else with EVALSHA (EVALSHA also after a refused FCALL, EVAL
+// after a NOSCRIPT reply), resends what Redis Cluster
 // refused for now, sends a step once more after a broken round trip when
 // the client never does, runs the WAIT of calls that ask for it, and
 // classifies a failed round trip with the Sender's Classify.

@@ -90,12 +90,12 @@ func (r *Runner) runReplicated(ctx context.Context, calls []Call) ([]Reply, erro
 }
 
 // sendReplicated sends the calls of idx to the node at addr in one round
-// trip followed by WAIT, and the ones the server did not know as EVALs in
-// a second one, also followed by WAIT.
+// trip followed by WAIT, and the ones refused (see rounds) again, each
+// round trip also followed by WAIT.
 func (r *Runner) sendReplicated(ctx context.Context, addr string, asking bool, calls []Call, res []Reply, idx []int) error {
 	w := r.e.cfg.Wait
-	send := func(idx []int, eval bool) error {
-		got, n := r.r.EvalWait(ctx, addr, asking, pick(calls, idx), eval, w.Replicas, w.Timeout)
+	return r.rounds(calls, res, idx, func(idx []int, via Via) error {
+		got, n := r.r.EvalWait(ctx, addr, asking, pick(calls, idx), via, w.Replicas, w.Timeout)
 		for j, i := range idx {
 			if err := r.failed(got[j].Err); err != nil {
 				return err
@@ -104,18 +104,5 @@ func (r *Runner) sendReplicated(ctx context.Context, addr string, asking bool, c
 			res[i].Acks = n
 		}
 		return nil
-	}
-	if err := send(idx, false); err != nil {
-		return err
-	}
-	var noscript []int
-	for _, i := range idx {
-		if r.refusal(res[i].Err) == NoScript {
-			noscript = append(noscript, i)
-		}
-	}
-	if len(noscript) == 0 {
-		return nil
-	}
-	return send(noscript, true)
+	})
 }

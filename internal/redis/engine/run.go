@@ -13,12 +13,12 @@ import (
 // Sender is an adapter's client as a Runner uses it: the adapter's own
 // I/O, which it hands to the Runner it builds.
 type Sender interface {
-	// Eval sends one call as EVALSHA, or as EVAL when eval is set.
-	Eval(ctx context.Context, c Call, eval bool) Reply
+	// Eval sends one call, as via says.
+	Eval(ctx context.Context, c Call, via Via) Reply
 	// EvalAll sends calls in one round trip (one pipeline; one per master
-	// on a cluster), each as EVALSHA or, with eval, as EVAL. It returns
-	// one Reply per call; a failed round trip fails every call.
-	EvalAll(ctx context.Context, calls []Call, eval bool) []Reply
+	// on a cluster), each as via says. It returns one Reply per call; a
+	// failed round trip fails every call.
+	EvalAll(ctx context.Context, calls []Call, via Via) []Reply
 	// Classify says what an error of the client means for a call, in the
 	// backend's one vocabulary of error kinds: backend.KindAnswer for a
 	// reply of the server (the call ran, or was refused, as the reply
@@ -43,14 +43,15 @@ type Replicas interface {
 	// follows on the same connection; acks is its reply. acks is 0 when
 	// WAIT failed, or when the node is unknown and the calls went through
 	// the client's routing instead.
-	EvalWait(ctx context.Context, addr string, asking bool, calls []Call, eval bool, replicas int, timeout time.Duration) (r []Reply, acks int64)
+	EvalWait(ctx context.Context, addr string, asking bool, calls []Call, via Via, replicas int, timeout time.Duration) (r []Reply, acks int64)
 }
 
 // Runner sends an adapter's calls with the adapter's Sender: before the
-// first step (and every keys.WireRefresh) the wire check, then EVALSHA and
-// EVAL after a NOSCRIPT reply, a resend of what Redis Cluster refused for
-// now, once more after a broken round trip (with resendBroken), and the
-// WAIT of calls with Call.Wait. It also holds the Backend's closed state.
+// first step (and every keys.WireRefresh) the wire check, then FCALL when
+// the Sender is a Loader and the library loaded (see functions), EVALSHA
+// otherwise and after a refused FCALL, and EVAL after a NOSCRIPT reply, a
+// resend of what Redis Cluster refused for now, once more after a broken
+// round trip (with resendBroken), and the WAIT of calls with Call.Wait. It also holds the Backend's closed state.
 // Safe for concurrent use.
 type Runner struct {
 	e            *Engine
@@ -59,6 +60,7 @@ type Runner struct {
 	resendBroken bool
 	closed       atomic.Bool
 	wireCheck    wireCheck // the prefix's wire protocol version, checked before the steps (see wire)
+	fn           functions // FCALL of scripts.Lib (see functions.go)
 }
 
 // NewRunner returns the Runner of e's calls on s. r is needed when e's
@@ -68,8 +70,14 @@ type Runner struct {
 // noticed only by the next command on it. Every step is idempotent by
 // token (release through the slot's release records, named in the call, so a
 // resend of the same call finds them), so a resend is safe.
+//
+// When s is also a Loader, the Runner loads scripts.Lib before its first
+// step and sends its calls as FCALL (see functions.go).
 func NewRunner(e *Engine, s Sender, r Replicas, resendBroken bool) *Runner {
-	return &Runner{e: e, s: s, r: r, resendBroken: resendBroken, wireCheck: newWireCheck()}
+	run := &Runner{e: e, s: s, r: r, resendBroken: resendBroken, wireCheck: newWireCheck()}
+	run.fn.load, _ = s.(Loader)
+	run.fn.retry = functionsRetry
+	return run
 }
 
 // Check returns backend.ErrClosed once the Runner is closed, else ctx's
@@ -94,6 +102,7 @@ func (r *Runner) Send(ctx context.Context, c Call) (Reply, error) {
 	if err := r.wire(ctx); err != nil {
 		return Reply{}, err
 	}
+	r.loadFunctions(ctx)
 	if c.Wait {
 		res, err := r.runReplicated(ctx, []Call{c})
 		if err != nil {
@@ -117,6 +126,7 @@ func (r *Runner) SendAll(ctx context.Context, calls []Call) ([]Reply, error) {
 	if err := r.wire(ctx); err != nil {
 		return nil, err
 	}
+	r.loadFunctions(ctx)
 	if calls[0].Wait {
 		return r.runReplicated(ctx, calls)
 	}
@@ -161,19 +171,25 @@ func (r *Runner) runOnce(ctx context.Context, c Call) (Reply, error) {
 	return rep, nil
 }
 
-// eval sends c with the adapter's client as EVALSHA and, when the server
-// does not know the script, as EVAL.
+// eval sends c with the adapter's client as FCALL (see via) or EVALSHA,
+// as EVALSHA again when the server refused the FCALL, and as EVAL when the
+// server does not know the script.
 func (r *Runner) eval(ctx context.Context, c Call) Reply {
-	rep := r.s.Eval(ctx, c, false)
+	via := r.via(c)
+	rep := r.s.Eval(ctx, c, via)
+	if via == FCall && r.fcallRefused(rep.Err) {
+		rep = r.s.Eval(ctx, c, EvalSHA)
+	}
 	if r.refusal(rep.Err) == NoScript {
-		rep = r.s.Eval(ctx, c, true)
+		rep = r.s.Eval(ctx, c, Eval)
 	}
 	return rep
 }
 
-// runAll sends calls in one round trip of EVALSHAs. It resends the ones
-// the server did not know as EVALs in a second one (a NOSCRIPT reply means
-// the call did not run), and the ones the cluster refused for now as
+// runAll sends calls in one round trip of FCALLs or EVALSHAs (see
+// rounds). It resends the ones the server refused as FCALL as EVALSHAs,
+// and the ones it did not know as EVALs (a NOSCRIPT reply means the call
+// did not run), and the ones the cluster refused for now as
 // tryAgain says. The error is a failure of a round trip; the per-call
 // error replies are in the Replies. With resendBroken a failed batch is
 // sent once more.
@@ -220,31 +236,50 @@ func (r *Runner) runAllOnce(ctx context.Context, calls []Call) ([]Reply, error) 
 	}
 }
 
-// sendSome sends the calls of idx in one round trip of EVALSHAs and the
-// ones the server did not know as EVALs in a second one, and stores their
-// replies in res. It returns a failure of a round trip.
+// sendSome sends the calls of idx in one round trip, and again the ones
+// refused (see rounds), and stores their replies in res. It returns a
+// failure of a round trip.
 func (r *Runner) sendSome(ctx context.Context, calls []Call, res []Reply, idx []int) error {
-	got := r.s.EvalAll(ctx, pick(calls, idx), false)
-	var retry []int
-	for j, i := range idx {
-		res[i] = got[j]
-		if r.refusal(got[j].Err) == NoScript {
-			retry = append(retry, i)
-		} else if err := r.failed(got[j].Err); err != nil {
-			return err
+	return r.rounds(calls, res, idx, func(idx []int, via Via) error {
+		got := r.s.EvalAll(ctx, pick(calls, idx), via)
+		for j, i := range idx {
+			if err := r.failed(got[j].Err); err != nil {
+				return err
+			}
+			res[i] = got[j]
 		}
-	}
-	if len(retry) == 0 {
 		return nil
-	}
-	got = r.s.EvalAll(ctx, pick(calls, retry), true)
-	for j, i := range retry {
-		if err := r.failed(got[j].Err); err != nil {
+	})
+}
+
+// rounds sends the calls of idx with send, which stores their replies in
+// res (or returns the failure of its round trip): as FCALL when the
+// library is loaded (see via), else as EVALSHA; then the ones the server
+// refused as FCALL (fcallRefused) again as EVALSHA, and the ones it did
+// not know (NOSCRIPT) as EVAL, each kind in one more round trip. Each of
+// those refusals means that the call did not run.
+func (r *Runner) rounds(calls []Call, res []Reply, idx []int, send func(idx []int, via Via) error) error {
+	via := r.via(pick(calls, idx)...)
+	for {
+		if err := send(idx, via); err != nil {
 			return err
 		}
-		res[i] = got[j]
+		var again []int
+		for _, i := range idx {
+			if (via == FCall && r.fcallRefused(res[i].Err)) || (via == EvalSHA && r.refusal(res[i].Err) == NoScript) {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 || via == Eval {
+			return nil
+		}
+		idx = again
+		if via == FCall {
+			via = EvalSHA
+		} else {
+			via = Eval
+		}
 	}
-	return nil
 }
 
 // pick returns the calls of idx; calls itself when idx names them all.

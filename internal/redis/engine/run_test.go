@@ -15,7 +15,7 @@ import (
 // answers the wire check with wire, apart (its calls are not in sent).
 type fakeClient struct {
 	replies []Reply
-	sent    []bool     // eval flag of each Eval but the wire check's
+	sent    []Via      // how each Eval went, but the wire check's
 	wire    Reply      // the wire check's reply
 	wires   int        // wire checks sent
 	onWire  func(Call) // when set, sees each wire check's call
@@ -27,7 +27,7 @@ var (
 	errReset    = errors.New("reset")
 )
 
-func (f *fakeClient) Eval(_ context.Context, c Call, eval bool) Reply {
+func (f *fakeClient) Eval(_ context.Context, c Call, via Via) Reply {
 	if c.Script.Name == scripts.Wire.Name {
 		f.wires++
 		if f.onWire != nil {
@@ -35,16 +35,16 @@ func (f *fakeClient) Eval(_ context.Context, c Call, eval bool) Reply {
 		}
 		return f.wire
 	}
-	f.sent = append(f.sent, eval)
+	f.sent = append(f.sent, via)
 	r := f.replies[0]
 	f.replies = f.replies[1:]
 	return r
 }
 
-func (f *fakeClient) EvalAll(ctx context.Context, calls []Call, eval bool) []Reply {
+func (f *fakeClient) EvalAll(ctx context.Context, calls []Call, via Via) []Reply {
 	out := make([]Reply, len(calls))
 	for i, c := range calls {
-		out[i] = f.Eval(ctx, c, eval)
+		out[i] = f.Eval(ctx, c, via)
 	}
 	return out
 }
@@ -75,8 +75,8 @@ func TestNoScriptFallsBackToEval(t *testing.T) {
 	if err := s.Extend(context.Background(), "x", "T", time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.sent) != 2 || f.sent[0] || !f.sent[1] {
-		t.Fatalf("sent (eval flags) %v, want EVALSHA then EVAL", f.sent)
+	if len(f.sent) != 2 || f.sent[0] != EvalSHA || f.sent[1] != Eval {
+		t.Fatalf("sent (via) %v, want EVALSHA then EVAL", f.sent)
 	}
 }
 

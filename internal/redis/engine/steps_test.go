@@ -63,7 +63,7 @@ type waitClient struct {
 	plain  []string // scripts sent without
 }
 
-func (w *waitClient) Eval(ctx context.Context, c Call, eval bool) Reply {
+func (w *waitClient) Eval(ctx context.Context, c Call, via Via) Reply {
 	if c.Script.Name != scripts.Wire.Name {
 		w.plain = append(w.plain, c.Script.Name)
 	}
@@ -72,7 +72,7 @@ func (w *waitClient) Eval(ctx context.Context, c Call, eval bool) Reply {
 
 func (w *waitClient) Master(context.Context, string) (string, error) { return "", nil }
 func (w *waitClient) Reload(context.Context)                         {}
-func (w *waitClient) EvalWait(_ context.Context, _ string, _ bool, calls []Call, _ bool, n int, _ time.Duration) ([]Reply, int64) {
+func (w *waitClient) EvalWait(_ context.Context, _ string, _ bool, calls []Call, _ Via, n int, _ time.Duration) ([]Reply, int64) {
 	out := make([]Reply, len(calls))
 	for i, c := range calls {
 		w.waited = append(w.waited, c.Script.Name)

@@ -151,7 +151,7 @@ type gatedClient struct {
 	wires, steps int
 }
 
-func (g *gatedClient) Eval(_ context.Context, c Call, _ bool) Reply {
+func (g *gatedClient) Eval(_ context.Context, c Call, _ Via) Reply {
 	if c.Script.Name == scripts.Wire.Name {
 		<-g.gate
 		g.mu.Lock()
@@ -165,10 +165,10 @@ func (g *gatedClient) Eval(_ context.Context, c Call, _ bool) Reply {
 	return Reply{}
 }
 
-func (g *gatedClient) EvalAll(ctx context.Context, calls []Call, eval bool) []Reply {
+func (g *gatedClient) EvalAll(ctx context.Context, calls []Call, via Via) []Reply {
 	out := make([]Reply, len(calls))
 	for i, c := range calls {
-		out[i] = g.Eval(ctx, c, eval)
+		out[i] = g.Eval(ctx, c, via)
 	}
 	return out
 }

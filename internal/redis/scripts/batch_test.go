@@ -139,7 +139,7 @@ func TestAcquireManyValidates(t *testing.T) {
 		{"no id", nil, a[:4]},
 	}
 	for _, tc := range cases {
-		err := c.Eval(ctx, AcquireMany.Source, tc.keys, anys(tc.args)...).Err()
+		err := evalsha(ctx, c, AcquireMany, tc.keys, tc.args).Err()
 		if err == nil || ErrorCode(err.Error()) != CodeBadArg {
 			t.Errorf("%s: %v, want LOCKBADARG", tc.name, err)
 		}

@@ -59,7 +59,10 @@ func TestUncontendedCycleCost(t *testing.T) {
 // through a plain client, and the server's CPU per cycle, next to a
 // redislock-style pair of scripts (SET NX PX; GET + DEL) as the floor, and
 // to bare scripts that run the fast paths' commands on the same KEYS and
-// ARGV without validation or helpers.
+// ARGV without validation or helpers: "evalsha" sends the scripts by
+// EVALSHA, "functions" as FCALL of their functions in Lib (whose helpers
+// are made once, at FUNCTION LOAD). server-script-µs/op is the server's
+// time in the EVALSHA, EVAL and FCALL commands (INFO commandstats).
 func BenchmarkUncontendedCycle(b *testing.B) {
 	c := ownClient(b)
 	ctx := context.Background()
@@ -91,15 +94,20 @@ redis.call('SADD', KEYS[5], ARGV[4])
 redis.call('PEXPIRE', KEYS[5], '60000')
 redis.call('EXISTS', KEYS[2])
 return 1`)
-	// pair is a cycle of acquire and release scripts with cs's arguments.
-	pair := func(cs Consts, acquire, release Script) func() {
+	// pair is a cycle of acquire and release scripts with cs's arguments,
+	// sent by EVALSHA, or as FCALL with functions.
+	pair := func(cs Consts, acquire, release Script, functions ...bool) func() {
+		send := evalsha
+		if len(functions) > 0 && functions[0] {
+			send = fcall
+		}
 		return func() {
 			ak, aa := cs.Acquire(k, backend.AcquireRequest{ID: "cycle", Token: "T", TTL: 10 * time.Second}, testInbox(ks))
-			if err := evalsha(ctx, c, acquire, ak, aa).Err(); err != nil {
+			if err := send(ctx, c, acquire, ak, aa).Err(); err != nil {
 				b.Fatal(err)
 			}
 			rk, ra := releaseCall(cs, ks, "cycle", "T")
-			if err := evalsha(ctx, c, release, rk, ra).Err(); err != nil {
+			if err := send(ctx, c, release, rk, ra).Err(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -118,7 +126,8 @@ return 1`)
 			}
 		}},
 		{"bare-same-commands", pair(NewConsts(100, 100, Classic), bareAcquire, bareRelease)},
-		{"lean", pair(NewConsts(100, 100, Classic), Acquire, Release)},
+		{"evalsha", pair(NewConsts(100, 100, Classic), Acquire, Release)},
+		{"functions", pair(NewConsts(100, 100, Classic), Acquire, Release, true)},
 	}
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {

@@ -92,7 +92,7 @@ func TestFencesNeverGoBack(t *testing.T) {
 	o.releaseOK(release, "P") // resent after Q's release: still done
 	// N never held the lock.
 	rk, ra := o.releaseCall(NewConsts(10, 10, Classic), "N")
-	if err := c.Eval(ctx, release.Source, rk, anys(ra)...).Err(); err == nil || MapError(err.Error()) != backend.ErrNotHeld {
+	if err := evalsha(ctx, c, release, rk, ra).Err(); err == nil || MapError(err.Error()) != backend.ErrNotHeld {
 		t.Fatalf("release by N, which never held the lock = %v, want LOCKNOTHELD", err)
 	}
 	if g := o.grantFence(acquire, "R"); g <= q || q <= f {

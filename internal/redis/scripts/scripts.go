@@ -52,6 +52,10 @@
 // check: they reject SPUBLISH on a server older than 7.0 (LOCKBADARG)
 // before they write anything.
 //
+// [Lib] holds the same scripts as one Redis 7 function library, each
+// script a function of it ([Script.Function]) for FCALL: see newLibrary
+// for how it is built from the same files.
+//
 // The wire check ([Wire]) is not a step of an id: it reads and sets the
 // prefix's marker of the wire protocol version (see keys.SuffixWire).
 package scripts
@@ -70,11 +74,15 @@ import (
 //go:embed lua/*.lua
 var files embed.FS
 
-// Script is one Lua script: its name, full source and SHA1 for EVALSHA.
+// Script is one Lua script: its name, full source and SHA1 for EVALSHA,
+// and its function in [Lib] for FCALL.
 type Script struct {
-	Name   string // e.g. "acquire"
-	Source string // lib.lua followed by <name>.lua
-	SHA1   string // lowercase hex SHA1 of Source
+	Name     string // e.g. "acquire"
+	Source   string // lib.lua followed by <name>.lua
+	SHA1     string // lowercase hex SHA1 of Source
+	Function string // the script's function in Lib, e.g. "lock_0123456789ab_acquire"
+
+	parts []string // the shared files between lib.lua and <name>.lua
 }
 
 // All returns every script a Backend sends, e.g. to SCRIPT LOAD them up
@@ -99,7 +107,9 @@ func load(name string, parts ...string) Script {
 		}
 		slow = append(slow, tail)
 	}
-	return newScript(name, strings.Join(append(fast, slow...), "\n"))
+	sc := newScript(name, strings.Join(append(fast, slow...), "\n"))
+	sc.parts = parts
+	return sc
 }
 
 // slowMark is the line that splits a Lua file in two: the parts of every

@@ -143,11 +143,7 @@ func TestScriptsValidateArgv(t *testing.T) {
 		{"wire no ttl", Wire, wireKeys, wireArgs[:1]},
 	}
 	for _, tc := range cases {
-		args := make([]any, len(tc.args))
-		for i, a := range tc.args {
-			args[i] = a
-		}
-		err := c.Eval(ctx, tc.script.Source, tc.keys, args...).Err()
+		err := evalsha(ctx, c, tc.script, tc.keys, tc.args).Err()
 		var re redis.Error
 		if !errors.As(err, &re) || ErrorCode(err.Error()) != CodeBadArg {
 			t.Errorf("%s: got %v, want a LOCKBADARG error reply", tc.name, err)
@@ -157,10 +153,10 @@ func TestScriptsValidateArgv(t *testing.T) {
 		t.Fatalf("bad input wrote %d keys", n)
 	}
 	// The good arguments pass validation.
-	if err := c.Eval(ctx, Acquire.Source, acqKeys, anys(acqArgs)...).Err(); err != nil {
+	if err := evalsha(ctx, c, Acquire, acqKeys, acqArgs).Err(); err != nil {
 		t.Fatalf("good acquire: %v", err)
 	}
-	if err := c.Eval(ctx, Release.Source, relKeys, anys(relArgs)...).Err(); err != nil {
+	if err := evalsha(ctx, c, Release, relKeys, relArgs).Err(); err != nil {
 		t.Fatalf("good release: %v", err)
 	}
 }
@@ -220,12 +216,12 @@ func TestShardedWakeUp(t *testing.T) {
 		wait := backend.AcquireRequest{ID: "id", Token: "W", TTL: time.Minute, Wait: true, WaiterTTL: time.Minute}
 		for _, r := range []backend.AcquireRequest{hold, wait} {
 			kk, a := cs.Acquire(k, r, InboxAddress(kind, inbox))
-			if err := c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err(); err != nil {
+			if err := evalsha(ctx, c, Acquire, kk, a).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
 		kk, a := releaseCall(cs, ks, "id", "H")
-		if err := c.Eval(ctx, Release.Source, kk, anys(a)...).Err(); err != nil {
+		if err := evalsha(ctx, c, Release, kk, a).Err(); err != nil {
 			t.Fatal(err)
 		}
 		heard, silent := sharded, classic
@@ -246,7 +242,7 @@ func TestShardedWakeUp(t *testing.T) {
 			t.Fatalf("inbox kind %c: the other kind of subscriber got %v", kind, m)
 		}
 		kk, a = releaseCall(cs, ks, "id", "W")
-		if err := c.Eval(ctx, Release.Source, kk, anys(a)...).Err(); err != nil {
+		if err := evalsha(ctx, c, Release, kk, a).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -284,7 +280,7 @@ func TestShardedNeedsRedis7(t *testing.T) {
 	rel := kk[4:6]
 	add("a release with SPUBLISH", Release, kk, a)
 	for _, cl := range calls {
-		err := c.Eval(ctx, cl.script.Source, cl.keys, anys(cl.args)...).Err()
+		err := evalsha(ctx, c, cl.script, cl.keys, cl.args).Err()
 		if err == nil || ErrorCode(err.Error()) != CodeBadArg || !strings.Contains(err.Error(), "Redis 7.0") {
 			t.Fatalf("%s on miniredis: %v; want LOCKBADARG naming Redis 7.0", cl.what, err)
 		}
@@ -293,7 +289,7 @@ func TestShardedNeedsRedis7(t *testing.T) {
 		}
 	}
 	kk, a = NewConsts(10, 10, Classic).Acquire(k, req, classic)
-	if err := c.Eval(ctx, Acquire.Source, kk, anys(a)...).Err(); err != nil {
+	if err := evalsha(ctx, c, Acquire, kk, a).Err(); err != nil {
 		t.Fatalf("acquire with PUBLISH on miniredis: %v", err)
 	}
 }

@@ -157,13 +157,38 @@ func (o *opsScripts) acquireCall(cs Consts, req backend.AcquireRequest) (k, a []
 	return cs.Acquire(o.k, req, InboxAddress(InboxClassic, o.inbox))
 }
 
-// eval runs s with EVAL.
+// eval runs s with EVAL (FCALL with viaFCall).
 func (o *opsScripts) eval(s Script, k, a []string) *redis.Cmd {
+	if viaFCall {
+		return fcall(context.Background(), o.c, s, k, a)
+	}
 	return o.c.Eval(context.Background(), s.Source, k, anys(a)...)
 }
 
-// evalsha runs s by its SHA1, loading it first when the server lacks it.
+// viaFCall makes the tests' helpers (evalsha, run, opsScripts.eval) run
+// the scripts as functions of Lib (see TestFunctionsRunTheScenarios).
+var viaFCall bool
+
+// fcall runs s as its function of Lib, loading Lib first when the server
+// lacks it.
+func fcall(ctx context.Context, c *redis.Client, s Script, k, a []string) *redis.Cmd {
+	cmd := c.FCall(ctx, s.Function, k, anys(a)...)
+	if cmd.Err() != nil && strings.HasPrefix(cmd.Err().Error(), "ERR Function not found") {
+		if err := c.FunctionLoad(ctx, Lib.Source).Err(); err != nil && !strings.Contains(err.Error(), "already exists") {
+			cmd.SetErr(err)
+			return cmd
+		}
+		cmd = c.FCall(ctx, s.Function, k, anys(a)...)
+	}
+	return cmd
+}
+
+// evalsha runs s by its SHA1, loading it first when the server lacks it
+// (or as its function of Lib, with viaFCall).
 func evalsha(ctx context.Context, c *redis.Client, s Script, k, a []string) *redis.Cmd {
+	if viaFCall {
+		return fcall(ctx, c, s, k, a)
+	}
 	cmd := c.EvalSha(ctx, s.SHA1, k, anys(a)...)
 	if cmd.Err() != nil && strings.HasPrefix(cmd.Err().Error(), "NOSCRIPT") {
 		cmd = c.Eval(ctx, s.Source, k, anys(a)...)
@@ -217,12 +242,12 @@ func cmdstat(v, field string) int64 {
 	return 0
 }
 
-// scriptUsec returns the server's total µs in EVALSHA and EVAL and the
-// number of those calls (INFO commandstats).
+// scriptUsec returns the server's total µs in EVALSHA, EVAL and FCALL and
+// the number of those calls (INFO commandstats).
 func scriptUsec(tb testing.TB, c *redis.Client) (usec, calls int64) {
 	tb.Helper()
 	stats := info(tb, c, "commandstats")
-	for _, name := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
+	for _, name := range []string{"cmdstat_evalsha", "cmdstat_eval", "cmdstat_fcall"} {
 		usec += cmdstat(stats[name], "usec")
 		calls += cmdstat(stats[name], "calls")
 	}

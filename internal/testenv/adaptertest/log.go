@@ -78,18 +78,19 @@ var scriptNames = func() map[string]string {
 	for _, s := range scripts.All() {
 		m[s.SHA1] = s.Name
 		m[s.Source] = s.Name
+		m[s.Function] = s.Name
 	}
 	return m
 }()
 
 // Name names a command for a [Log] from its name and first argument: an
-// EVALSHA by its script ("acquire"), an EVAL by "eval:" and its script
-// (the NOSCRIPT fallback), anything else by its lower-case name.
+// EVALSHA or FCALL by its script ("acquire"), an EVAL by "eval:" and its
+// script (the NOSCRIPT fallback), anything else by its lower-case name.
 func Name(cmd, arg string) string {
 	cmd = strings.ToLower(cmd)
 	if s, ok := scriptNames[arg]; ok {
 		switch cmd {
-		case "evalsha":
+		case "evalsha", "fcall":
 			return s
 		case "eval":
 			return "eval:" + s
