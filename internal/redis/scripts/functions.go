@@ -24,7 +24,7 @@ var Lib Library
 
 // library is the order in which the package's scripts are put in Lib: all
 // of them, so that every Script has its Function.
-var library = []*Script{&Acquire, &AcquireMany, &Release, &Extend, &Leave, &Heartbeat, &Inspect, &ForceRelease, &Wire}
+var library = []*Script{&Acquire, &AcquireShared, &AcquireMany, &Release, &Extend, &Leave, &Heartbeat, &Inspect, &ForceRelease, &Wire}
 
 func init() {
 	Lib = newLibrary(files, library)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -158,6 +159,9 @@ func TestFunctionsRunTheScenarios(t *testing.T) {
 		{"WaiterRecordFollowsTheQueue", TestWaiterRecordFollowsTheQueue},
 		{"HeadChangeWhileHeldTellsNewHead", TestHeadChangeWhileHeldTellsNewHead},
 		{"ReleaseHandsOff", TestReleaseHandsOff},
+		{"SharedSteps", TestSharedSteps},
+		{"SharedOnMutex", TestSharedOnMutex},
+		{"HeartbeatSweepsBehindLiveWaiter", TestHeartbeatSweepsBehindLiveWaiter},
 		{"KeepNoStateBetweenCalls", testNoStateBetweenCalls},
 	} {
 		t.Run(tc.name, tc.f)
@@ -200,7 +204,8 @@ func TestLibraryNoShadowing(t *testing.T) {
 		return out
 	}
 	top := map[string]string{}
-	for _, f := range []string{"lib", "acquire_step"} {
+	parts := []string{"lib", "shared", "acquire_step"}
+	for _, f := range parts {
 		for _, n := range names(read(files, f)) {
 			top[n] = f
 		}
@@ -210,7 +215,7 @@ func TestLibraryNoShadowing(t *testing.T) {
 	}
 	for _, s := range library {
 		for _, p := range s.parts {
-			if p != "acquire_step" {
+			if !slices.Contains(parts, p) {
 				t.Fatalf("%s: shared part %s: add it to the test", s.Name, p)
 			}
 		}
