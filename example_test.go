@@ -158,7 +158,7 @@ func ExampleLocker_Acquire_readersWriter() {
 	defer a.Close()
 	defer b.Close()
 
-	read := &lock.AcquireOptions{Capacity: 100}               // up to 100 readers at once
+	read := &lock.AcquireOptions{Capacity: 100}                // up to 100 readers at once
 	write := &lock.AcquireOptions{Capacity: 100, Permits: 100} // the writer excludes everyone
 	r, _ := a.Acquire(ctx, "prices", time.Minute, read)
 	w, _ := b.Acquire(ctx, "prices", time.Minute, &lock.AcquireOptions{Capacity: 100, Permits: 100, NoWait: true})
