@@ -311,6 +311,12 @@ func TestSharedCapacityMismatch(t *testing.T) {
 	if g := acquireShared(t, b, "s", "h1", 3, 2, true); !g.Acquired || g.Fence != held.Fence || g.TTL > time.Minute || g.Queued {
 		t.Errorf("a retried acquire by the holder: %+v, want its lease as it is (fence %d)", g, held.Fence)
 	}
+	// Held only: refused.
+	for _, r := range []backend.AcquireRequest{request("s", "m", false), sharedReq("s", "o", 4, 1, false)} {
+		if g, err := b.Acquire(ctxT(t), r); !errors.Is(err, backend.ErrCapacity) || g.Acquired {
+			t.Errorf("%+v on an id of capacity 3 with a holder and no waiter: %+v, %v; want ErrCapacity", r, g, err)
+		}
+	}
 	acquireShared(t, b, "s", "w1", 3, 3, true)
 	before := slices.Sorted(slices.Values(h.StateLeft(t, "s")))
 	for _, r := range []backend.AcquireRequest{
@@ -358,6 +364,21 @@ func TestSharedCapacityMismatch(t *testing.T) {
 	}
 	if g := acquireShared(t, b, "s", "o", 5, 4, false); !g.Acquired || g.Fence <= m.Fence {
 		t.Errorf("capacity 5 on the idle id: %+v", g)
+	}
+	// A waiter only (the lease it waits for ended, and no step ran since):
+	// in use, as the waiter's own request with another capacity finds it.
+	acquireShared(t, b, "s", "w2", 5, 5, true)
+	h.ExpireNow(t, "s")
+	for _, r := range []backend.AcquireRequest{request("s", "w2", true), sharedReq("s", "w2", 2, 1, true)} {
+		if g, err := b.Acquire(ctxT(t), r); !errors.Is(err, backend.ErrCapacity) || g.Acquired {
+			t.Errorf("%+v with only a waiter of capacity 5 left: %+v, %v; want ErrCapacity", r, g, err)
+		}
+	}
+	if in := inspect(t, b, "s"); in.Capacity != 5 || in.Held || in.QueueLen != 1 || in.Waiters[0].Permits != 5 {
+		t.Errorf("Inspect with only a waiter left: %+v", in)
+	}
+	if g := acquireShared(t, b, "s", "w2", 5, 5, true); !g.Acquired {
+		t.Errorf("the waiter's retry, the id free: %+v, want granted", g)
 	}
 	// Leases that ended with no step since: the id is idle.
 	h.ExpireNow(t, "s")
