@@ -34,8 +34,9 @@ CREATE INDEX IF NOT EXISTS holders_expiry ON {{s}}.holders (expiry);
 
 -- Migration of a schema made before shared ids: the two columns are added
 -- (a catalog change only) when missing, and the functions whose results
--- changed are dropped, to be made anew below. ALTER TABLE is run only when
--- needed: it locks the table against every step.
+-- changed are dropped, once, to be made anew below (acquire keeps its old
+-- signature too, for the processes not upgraded yet). ALTER TABLE is run
+-- only when needed: it locks the table against every step.
 DO $$
 DECLARE f regprocedure;
 BEGIN
@@ -50,7 +51,7 @@ BEGIN
   FOR f IN SELECT p.oid::regprocedure FROM pg_proc p WHERE p.pronamespace = '{{s}}'::regnamespace
       AND ((p.proname = 'open' AND NOT 'cap' = ANY (p.proargnames))
         OR (p.proname = 'inspect' AND NOT 'o_cap' = ANY (p.proargnames))
-        OR (p.proname = 'acquire' AND p.pronargs = 9) OR (p.proname = 'finish' AND p.pronargs = 4)) LOOP
+        OR (p.proname = 'finish' AND p.pronargs = 4)) LOOP
     EXECUTE 'DROP FUNCTION ' || f;
   END LOOP;
 END $$;
@@ -310,6 +311,25 @@ BEGIN
   END IF;
   -- The next waiter, if a grant or a purge made it the head, is told.
   PERFORM {{s}}.finish(p_id, o.now_ts, o.head_before, p_token, cap);
+END $$;
+
+-- acquire with the signature of the versions before shared ids, so that
+-- their processes keep working during a rolling upgrade: a mutex request,
+-- which raises an exception (rolling the step back) where the id is shared.
+CREATE OR REPLACE FUNCTION {{s}}.acquire(p_id bytea, p_token bytea, p_ttl bigint, p_wait bool,
+  p_wttl bigint, p_max int, p_limit int, p_idle bigint, p_channel text,
+  OUT o_acquired bool, OUT o_fence bigint, OUT o_ttl bigint, OUT o_holder_ttl bigint,
+  OUT o_queued bool, OUT o_ticket bigint, OUT o_head bool, OUT o_full bool, OUT o_now bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+  a record := {{s}}.acquire(p_id, p_token, p_ttl, p_wait, p_wttl, p_max, p_limit, p_idle, p_channel,
+    NULL::bigint, NULL::bigint);
+BEGIN
+  IF a.o_capacity THEN
+    RAISE EXCEPTION 'lock: the id is in use with another capacity';
+  END IF;
+  SELECT a.o_acquired, a.o_fence, a.o_ttl, a.o_holder_ttl, a.o_queued, a.o_ticket, a.o_head, a.o_full, a.o_now
+    INTO o_acquired, o_fence, o_ttl, o_holder_ttl, o_queued, o_ticket, o_head, o_full, o_now;
 END $$;
 
 -- release: compare-and-delete, then hand off (checklist 3, 14, 15). The

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -485,5 +487,67 @@ func TestSharedBadPermits(t *testing.T) {
 	}
 	if left := h.StateLeft(t, "s"); len(left) != 0 {
 		t.Errorf("refused requests left %v", left)
+	}
+}
+
+// New migrates a schema made by the version before shared ids
+// (testdata/schema_v1.sql) with its leases and queues in place: a lease
+// and a waiter made by that version's steps stay, that version's acquire
+// keeps working (for a rolling upgrade), and shared ids work. A second
+// New drops nothing, so steps running meanwhile never meet a function
+// that was dropped.
+func TestMigrateFromV1(t *testing.T) {
+	h := newSchema(t, "locktest_migrate", Options{})
+	v1, err := os.ReadFile("testdata/schema_v1.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.admin.Exec(ctxT(t), strings.ReplaceAll(string(v1), "{{s}}", h.opts.Schema)); err != nil {
+		t.Fatalf("the v1 schema: %v", err)
+	}
+	// v1's acquire: id, token, ttl, wait, waiter ttl (µs), max waiters, purge limit, idle, channel.
+	v1Acquire := "SELECT o_acquired, o_fence, o_queued FROM locktest_migrate.acquire($1, $2, 60000000, true, 60000000, 100, 100, 3600000000, 'locktest_migrate_x')"
+	var acquired, queued bool
+	var fence int64
+	if err := h.admin.QueryRow(ctxT(t), v1Acquire, []byte("id"), []byte("holder")).Scan(&acquired, &fence, &queued); err != nil || !acquired {
+		t.Fatalf("v1 acquire: %v, %v", acquired, err)
+	}
+	if err := h.admin.QueryRow(ctxT(t), v1Acquire, []byte("id"), []byte("w")).Scan(&acquired, new(int64), &queued); err != nil || acquired || !queued {
+		t.Fatalf("v1 enqueue: %v, %v, %v", acquired, queued, err)
+	}
+	b := backendOn(t, h) // migrates
+	in := inspect(t, b, "id")
+	if !in.Held || in.Holder != backend.Fingerprint("holder") || in.Fence != uint64(fence) || in.QueueLen != 1 || in.Waiters[0].Permits != 0 {
+		t.Errorf("Inspect after the migration: %+v, want v1's lease (fence %d) and waiter", in, fence)
+	}
+	var again int64
+	if err := h.admin.QueryRow(ctxT(t), v1Acquire, []byte("id"), []byte("holder")).Scan(&acquired, &again, &queued); err != nil || !acquired || again != fence {
+		t.Errorf("v1's acquire after the migration, retried by the holder: %v, fence %d, %v; want fence %d", acquired, again, err, fence)
+	}
+	if err := b.Release(ctxT(t), "id", "holder"); err != nil {
+		t.Fatal(err)
+	}
+	if left := h.StateLeft(t, "id"); !slices.Equal(left, []string{"lease of w"}) {
+		t.Errorf("after the release: %v, want v1's waiter granted", left)
+	}
+	if g := acquireShared(t, b, "sem", "a", 2, 1, false); !g.Acquired {
+		t.Errorf("a shared grant after the migration: %+v", g)
+	}
+	if err := h.admin.QueryRow(ctxT(t), v1Acquire, []byte("sem"), []byte("old")).Scan(&acquired, new(int64), &queued); err == nil || !strings.Contains(err.Error(), "another capacity") {
+		t.Errorf("v1's acquire of a shared id: %v, want an error", err)
+	}
+	oids := func() string {
+		var s string
+		err := h.admin.QueryRow(ctxT(t), `SELECT string_agg(oid::text, ',' ORDER BY oid) FROM pg_proc
+			WHERE pronamespace = 'locktest_migrate'::regnamespace`).Scan(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := oids()
+	backendOn(t, h)
+	if after := oids(); after != before {
+		t.Errorf("a second New dropped functions: oids %s, then %s", before, after)
 	}
 }
