@@ -30,7 +30,7 @@ var (
 )
 
 // newSchema returns a harness on a new schema, dropped at the end of t.
-func newSchema(t *testing.T, name string, opts Options) *harness {
+func newSchema(t testing.TB, name string, opts Options) *harness {
 	t.Helper()
 	admin := newPool(t)
 	ctx := context.Background()

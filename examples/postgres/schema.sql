@@ -25,9 +25,10 @@ CREATE SEQUENCE IF NOT EXISTS {{s}}.tickets;
 -- Shared ids (backend.Sharer): an ids row whose capacity is set (2 or
 -- more; NULL for a mutex) has no token; its leases are rows here, each
 -- with its own expiry, fence and permits. The row's expiry is then the
--- latest end of a lease or release, for sweep. The capacity is set while
--- the id has a live lease or a live waiter and forgotten (NULL) once it
--- has neither.
+-- latest end of a lease, for sweep. The capacity counts while the id has a
+-- live lease or a live waiter; once it has neither, the id is idle and the
+-- capacity forgotten: the next request sets its own (a mutex's NULL
+-- included) and Inspect shows none.
 CREATE TABLE IF NOT EXISTS {{s}}.holders (id bytea, token bytea, expiry timestamptz NOT NULL,
   fence bigint NOT NULL, permits bigint NOT NULL, PRIMARY KEY (id, token));
 CREATE INDEX IF NOT EXISTS holders_expiry ON {{s}}.holders (expiry);
@@ -103,23 +104,31 @@ BEGIN
   RETURN w.token;
 END $$;
 
--- used returns the permits of the live leases of a shared id.
+-- used returns the permits of the live leases of a shared id. (The shared
+-- steps' helpers are PL/pgSQL, whose plans are kept per session, rather
+-- than SQL functions, which are planned at every call.)
 CREATE OR REPLACE FUNCTION {{s}}.used(p_id bytea, now_ts timestamptz) RETURNS bigint
-LANGUAGE sql STABLE AS $$
-  SELECT coalesce(sum(permits), 0)::bigint FROM {{s}}.holders WHERE id = p_id AND expiry > now_ts
-$$;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT coalesce(sum(permits), 0) FROM {{s}}.holders WHERE id = p_id AND expiry > now_ts);
+END $$;
 
 -- share_to adds a lease of p_permits to the shared id p_id for p_token, for
 -- p_ttl from now_ts, and returns its fence (every grant takes a new one, as
 -- lease_to's). A grant ends the keeping of the latest Release's token.
 CREATE OR REPLACE FUNCTION {{s}}.share_to(p_id bytea, p_token bytea, p_ttl bigint, p_permits bigint,
-  now_ts timestamptz) RETURNS bigint LANGUAGE sql AS $$
-  WITH f AS (UPDATE {{s}}.ids SET fence = greatest(fence + 1, {{s}}.us(now_ts - 'epoch')), released = NULL,
-      expiry = greatest(expiry, now_ts + p_ttl * interval '1 microsecond') WHERE id = p_id RETURNING fence)
-  INSERT INTO {{s}}.holders SELECT p_id, p_token, now_ts + p_ttl * interval '1 microsecond', f.fence, p_permits
-    FROM f ON CONFLICT (id, token) DO UPDATE SET expiry = excluded.expiry, fence = excluded.fence,
-    permits = excluded.permits RETURNING fence
-$$;
+  now_ts timestamptz) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  until timestamptz := now_ts + p_ttl * interval '1 microsecond';
+  f bigint;
+BEGIN
+  UPDATE {{s}}.ids SET fence = greatest(fence + 1, {{s}}.us(now_ts - 'epoch')), released = NULL,
+    expiry = greatest(expiry, until) WHERE id = p_id RETURNING fence INTO f;
+  INSERT INTO {{s}}.holders VALUES (p_id, p_token, until, f, p_permits)
+    ON CONFLICT (id, token) DO UPDATE SET expiry = excluded.expiry, fence = excluded.fence,
+    permits = excluded.permits;
+  RETURN f;
+END $$;
 
 -- shared_hand_off is hand_off on a shared id of capacity cap: it grants the
 -- live heads in ticket order while their permits fit, each with its own
@@ -176,8 +185,7 @@ END $$;
 -- of the queue changed while the id is held, it tells the live head
 -- (unless it is self: the step's reply tells it) the holder's TTL (on a
 -- shared id: of the lease that ends first), so that it keeps a timer for a
--- lease that ends without a release. A shared id left with no live lease
--- and no live waiter forgets its capacity (and its ended leases' rows).
+-- lease that ends without a release.
 CREATE OR REPLACE FUNCTION {{s}}.finish(p_id bytea, now_ts timestamptz, head_before bytea, self bytea, cap bigint)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -197,9 +205,6 @@ BEGIN
   IF first_end IS NOT NULL AND w.token IS NOT NULL AND w.token IS DISTINCT FROM self
       AND {{s}}.head(p_id, '-infinity') IS DISTINCT FROM head_before THEN
     PERFORM {{s}}.wake(w.channel, p_id, w.token, greatest(1, {{s}}.us(first_end - now_ts)), 0, 0, now_ts);
-  ELSIF cap IS NOT NULL AND first_end IS NULL AND w.token IS NULL THEN
-    UPDATE {{s}}.ids SET capacity = NULL WHERE id = p_id;
-    DELETE FROM {{s}}.holders WHERE id = p_id;
   END IF;
 END $$;
 
@@ -349,8 +354,8 @@ BEGIN
   ELSE
     DELETE FROM {{s}}.holders WHERE id = p_id AND token = p_token;
     ok := FOUND;
-    IF ok THEN
-      UPDATE {{s}}.ids SET expiry = greatest(expiry, o.now_ts), released = p_token WHERE id = p_id;
+    IF ok THEN -- the row's expiry is already at least the lease's
+      UPDATE {{s}}.ids SET released = p_token WHERE id = p_id;
     ELSE
       ok := EXISTS (SELECT FROM {{s}}.ids WHERE id = p_id AND released = p_token);
     END IF;
@@ -396,9 +401,6 @@ BEGIN
     UPDATE {{s}}.ids SET token = NULL, expiry = o.now_ts WHERE id = p_id AND token = p_token;
   ELSE
     DELETE FROM {{s}}.holders WHERE id = p_id AND token = p_token;
-    IF FOUND THEN
-      UPDATE {{s}}.ids SET expiry = greatest(expiry, o.now_ts) WHERE id = p_id;
-    END IF;
   END IF;
   PERFORM {{s}}.finish(p_id, o.now_ts, o.head_before, NULL, o.cap);
 END $$;
