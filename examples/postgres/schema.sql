@@ -61,10 +61,14 @@ CREATE OR REPLACE FUNCTION {{s}}.us(d interval) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$ SELECT ceil(extract(epoch FROM d) * 1000000)::bigint $$;
 
 -- head returns the token of the lowest ticket whose deadline is after t.
+-- The steps' helpers that read or write tables are PL/pgSQL, whose plans
+-- a session keeps, rather than SQL functions, which the steps would plan
+-- anew in every transaction.
 CREATE OR REPLACE FUNCTION {{s}}.head(p_id bytea, t timestamptz) RETURNS bytea
-LANGUAGE sql STABLE AS $$
-  SELECT token FROM {{s}}.waiters WHERE id = p_id AND deadline > t ORDER BY ticket LIMIT 1
-$$;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT token FROM {{s}}.waiters WHERE id = p_id AND deadline > t ORDER BY ticket LIMIT 1);
+END $$;
 
 -- wake sends a wake-up of the waiter p_token to its process's channel:
 -- "hex(id) hex(token) holder_ttl fence ttl store_time" (fence 0: no grant).
@@ -78,11 +82,14 @@ $$;
 -- lease_to sets the lock to p_token for p_ttl from now_ts and returns its
 -- fence: greatest(last fence + 1, the clock), so fences never go back.
 CREATE OR REPLACE FUNCTION {{s}}.lease_to(p_id bytea, p_token bytea, p_ttl bigint, now_ts timestamptz)
-RETURNS bigint LANGUAGE sql AS $$
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE f bigint;
+BEGIN
   INSERT INTO {{s}}.ids VALUES (p_id, p_token, now_ts + p_ttl * interval '1 microsecond',
     {{s}}.us(now_ts - 'epoch')) ON CONFLICT (id) DO UPDATE SET token = excluded.token,
-    expiry = excluded.expiry, fence = greatest(ids.fence + 1, excluded.fence) RETURNING fence
-$$;
+    expiry = excluded.expiry, fence = greatest(ids.fence + 1, excluded.fence) RETURNING fence INTO f;
+  RETURN f;
+END $$;
 
 -- hand_off grants a free lock to its live head (direct hand-off), unless the
 -- head is self (the step's requester, which its own step grants): the TTL
@@ -104,9 +111,7 @@ BEGIN
   RETURN w.token;
 END $$;
 
--- used returns the permits of the live leases of a shared id. (The shared
--- steps' helpers are PL/pgSQL, whose plans are kept per session, rather
--- than SQL functions, which are planned at every call.)
+-- used returns the permits of the live leases of a shared id.
 CREATE OR REPLACE FUNCTION {{s}}.used(p_id bytea, now_ts timestamptz) RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
