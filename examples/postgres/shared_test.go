@@ -116,7 +116,7 @@ func TestSharedCapacityNeverExceeded(t *testing.T) {
 		}
 	}()
 	var wg sync.WaitGroup
-	errs := make(chan error, workers)
+	errs := make(chan error, workers) // a worker's first error ends it
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -136,21 +136,21 @@ func TestSharedCapacityNeverExceeded(t *testing.T) {
 				dup := fences[res.Lease.Fence()]
 				fences[res.Lease.Fence()] = true
 				mu.Unlock()
-				if dup {
-					errs <- fmt.Errorf("worker %d round %d: fence %d granted twice", w, i, res.Lease.Fence())
-				}
-				if n > capacity {
-					errs <- fmt.Errorf("worker %d round %d: %d permits held together, capacity %d", w, i, n, capacity)
-				}
-				if rand.IntN(2) == 0 { // hold for a round trip, so that others queue
-					if _, err := obs.Inspect(ctxT(t), "other", 0); err != nil {
-						errs <- err
-						return
-					}
+				var bad error
+				switch {
+				case dup:
+					bad = fmt.Errorf("worker %d round %d: fence %d granted twice", w, i, res.Lease.Fence())
+				case n > capacity:
+					bad = fmt.Errorf("worker %d round %d: %d permits held together, capacity %d", w, i, n, capacity)
+				case rand.IntN(2) == 0: // hold for a round trip, so that others queue
+					_, bad = obs.Inspect(ctxT(t), "other", 0)
 				}
 				used.Add(-int64(permits))
-				if err := res.Lease.Release(ctxT(t)); err != nil {
-					errs <- fmt.Errorf("worker %d round %d: Release: %v", w, i, err)
+				if err := res.Lease.Release(ctxT(t)); err != nil && bad == nil {
+					bad = fmt.Errorf("worker %d round %d: Release: %v", w, i, err)
+				}
+				if bad != nil {
+					errs <- bad
 					return
 				}
 			}
