@@ -141,20 +141,26 @@ func (b *Backend) sql(fn string, n int) string {
 	return "SELECT * FROM " + b.o.Schema + "." + fn + "(" + strings.Join(params, ",") + ")"
 }
 
-// acquireArgs returns the arguments of the step acquire for r; a shared
-// request's capacity and permits, NULL for a mutex. arg names r in the
-// error of a shared request whose Permits are not 1 to Capacity.
-func (b *Backend) acquireArgs(r backend.AcquireRequest, arg string) ([]any, error) {
+// checkPermits returns an *ArgumentError naming arg's Permits when r is a
+// shared request (Capacity 2 or more) whose Permits are not 1 to Capacity.
+func checkPermits(r backend.AcquireRequest, arg string) error {
+	if r.Capacity >= 2 && (r.Permits < 1 || r.Permits > r.Capacity) {
+		return &backend.ArgumentError{Arg: arg + ".Permits",
+			Reason: "must be 1 to Capacity (" + strconv.Itoa(r.Capacity) + "), got " + strconv.Itoa(r.Permits)}
+	}
+	return nil
+}
+
+// acquireArgs returns the arguments of the step acquire for r: a shared
+// request's capacity and permits last, NULL for a mutex.
+func (b *Backend) acquireArgs(r backend.AcquireRequest) []any {
 	var capacity, permits *int64
 	if r.Capacity >= 2 {
-		if r.Permits < 1 || r.Permits > r.Capacity {
-			return nil, &backend.ArgumentError{Arg: arg + ".Permits", Reason: "must be 1 to Capacity (" + strconv.Itoa(r.Capacity) + "), got " + strconv.Itoa(r.Permits)}
-		}
 		c, p := int64(r.Capacity), int64(r.Permits)
 		capacity, permits = &c, &p
 	}
 	return []any{[]byte(r.ID), []byte(r.Token), us(r.TTL), r.Wait, us(r.WaiterTTL), b.o.MaxWaiters,
-		b.o.PurgeLimit, us(b.o.CounterIdle), b.l.channel, capacity, permits}, nil
+		b.o.PurgeLimit, us(b.o.CounterIdle), b.l.channel, capacity, permits}
 }
 
 func scanGrant(row pgx.Row) (backend.Grant, error) {
@@ -178,7 +184,7 @@ func scanGrant(row pgx.Row) (backend.Grant, error) {
 
 // Acquire is the fair try-acquire with optional enqueue, in one step.
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
-	if _, err := b.acquireArgs(req, "req"); err != nil {
+	if err := checkPermits(req, "req"); err != nil {
 		return backend.Grant{}, err
 	}
 	res, err := b.AcquireBatch(ctx, []backend.AcquireRequest{req})
@@ -269,11 +275,10 @@ func (b *Backend) each(ctx context.Context, fn string, args [][]any, scan func(i
 func (b *Backend) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
 	args := make([][]any, len(reqs))
 	for i, r := range reqs {
-		a, err := b.acquireArgs(r, "reqs["+strconv.Itoa(i)+"]")
-		if err != nil {
+		if err := checkPermits(r, "reqs["+strconv.Itoa(i)+"]"); err != nil {
 			return nil, err
 		}
-		args[i] = a
+		args[i] = b.acquireArgs(r)
 	}
 	out := make([]backend.BatchGrant, len(reqs))
 	err := b.each(ctx, "acquire", args, func(i int, row pgx.Row) error {
