@@ -2,7 +2,9 @@
 // from the backend package's checklist alone; see README.md for how each
 // item maps to a step. Each step is one PL/pgSQL function (schema.sql)
 // under a transaction advisory lock on the id. A step that frees the lock
-// hands it off to the head of the queue (backend.HandOffer). Wake-ups are
+// hands it off to the head of the queue (backend.HandOffer). Shared ids
+// (backend.Sharer: semaphores, reader-writer locks) keep their capacity in
+// the id's row and their leases in rows of their own. Wake-ups are
 // NOTIFY messages on the channel of the waiter's own process, heard by one
 // listening connection per Backend.
 //
@@ -53,7 +55,8 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,39}$`)
 
 // Backend is one "process" on a database. It implements backend.Backend,
 // backend.Batcher, backend.ExtendBatcher, backend.HandOffer,
-// backend.Inspector and backend.Resolver and is goroutine-safe.
+// backend.Inspector, backend.Resolver and backend.Sharer and is
+// goroutine-safe.
 type Backend struct {
 	pool   *pgxpool.Pool
 	o      Options
@@ -68,6 +71,7 @@ var (
 	_ backend.HandOffer     = (*Backend)(nil)
 	_ backend.Inspector     = (*Backend)(nil)
 	_ backend.Resolver      = (*Backend)(nil)
+	_ backend.Sharer        = (*Backend)(nil)
 )
 
 // New returns a Backend on pool, creating its schema if needed (in one
@@ -124,6 +128,10 @@ func (b *Backend) Resolution() time.Duration { return time.Microsecond }
 // queued grants it to that head (backend.HandOffer).
 func (b *Backend) HandsOff() bool { return true }
 
+// Shares is true: Acquire takes requests with a Capacity of 2 or more
+// (backend.Sharer).
+func (b *Backend) Shares() bool { return true }
+
 // sql returns the call of the step fn with n arguments.
 func (b *Backend) sql(fn string, n int) string {
 	params := make([]string, n)
@@ -133,17 +141,40 @@ func (b *Backend) sql(fn string, n int) string {
 	return "SELECT * FROM " + b.o.Schema + "." + fn + "(" + strings.Join(params, ",") + ")"
 }
 
+// checkPermits returns an *ArgumentError naming arg's Permits when r is a
+// shared request (Capacity 2 or more) whose Permits are not 1 to Capacity.
+func checkPermits(r backend.AcquireRequest, arg string) error {
+	if r.Capacity >= 2 && (r.Permits < 1 || r.Permits > r.Capacity) {
+		return &backend.ArgumentError{Arg: arg + ".Permits",
+			Reason: "must be 1 to Capacity (" + strconv.Itoa(r.Capacity) + "), got " + strconv.Itoa(r.Permits)}
+	}
+	return nil
+}
+
+// acquireArgs returns the arguments of the step acquire for r: a shared
+// request's capacity and permits last, NULL for a mutex.
 func (b *Backend) acquireArgs(r backend.AcquireRequest) []any {
+	var capacity, permits *int64
+	if r.Capacity >= 2 {
+		c, p := int64(r.Capacity), int64(r.Permits)
+		capacity, permits = &c, &p
+	}
 	return []any{[]byte(r.ID), []byte(r.Token), us(r.TTL), r.Wait, us(r.WaiterTTL), b.o.MaxWaiters,
-		b.o.PurgeLimit, us(b.o.CounterIdle), b.l.channel}
+		b.o.PurgeLimit, us(b.o.CounterIdle), b.l.channel, capacity, permits}
 }
 
 func scanGrant(row pgx.Row) (backend.Grant, error) {
 	var g backend.Grant
 	var fence, ttl, holderTTL, ticket, now int64
-	var full bool
-	if err := row.Scan(&g.Acquired, &fence, &ttl, &holderTTL, &g.Queued, &ticket, &g.Head, &full, &now); err != nil || full {
-		return g, cmp.Or(err, backend.ErrQueueFull)
+	var full, capacity bool
+	if err := row.Scan(&g.Acquired, &fence, &ttl, &holderTTL, &g.Queued, &ticket, &g.Head, &full, &now, &capacity); err != nil {
+		return g, err
+	}
+	if full {
+		return backend.Grant{}, backend.ErrQueueFull
+	}
+	if capacity {
+		return backend.Grant{}, backend.ErrCapacity
 	}
 	g.Fence, g.Ticket = uint64(fence), uint64(ticket)
 	g.TTL, g.HolderTTL = dur(ttl), dur(holderTTL)
@@ -153,6 +184,9 @@ func scanGrant(row pgx.Row) (backend.Grant, error) {
 
 // Acquire is the fair try-acquire with optional enqueue, in one step.
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Grant, error) {
+	if err := checkPermits(req, "req"); err != nil {
+		return backend.Grant{}, err
+	}
 	res, err := b.AcquireBatch(ctx, []backend.AcquireRequest{req})
 	if err != nil {
 		return backend.Grant{}, err
@@ -236,17 +270,21 @@ func (b *Backend) each(ctx context.Context, fn string, args [][]any, scan func(i
 }
 
 // AcquireBatch runs each request as its own Acquire step, in order, in one
-// round trip; backend.ErrQueueFull goes in the request's Err.
+// round trip; backend.ErrQueueFull and backend.ErrCapacity go in the
+// request's Err.
 func (b *Backend) AcquireBatch(ctx context.Context, reqs []backend.AcquireRequest) ([]backend.BatchGrant, error) {
 	args := make([][]any, len(reqs))
 	for i, r := range reqs {
+		if err := checkPermits(r, "reqs["+strconv.Itoa(i)+"]"); err != nil {
+			return nil, err
+		}
 		args[i] = b.acquireArgs(r)
 	}
 	out := make([]backend.BatchGrant, len(reqs))
 	err := b.each(ctx, "acquire", args, func(i int, row pgx.Row) error {
 		g, err := scanGrant(row)
 		out[i] = backend.BatchGrant{Grant: g, Err: err}
-		if errors.Is(err, backend.ErrQueueFull) {
+		if errors.Is(err, backend.ErrQueueFull) || errors.Is(err, backend.ErrCapacity) {
 			return nil
 		}
 		return err
@@ -283,7 +321,8 @@ func (b *Backend) Heartbeat(ctx context.Context, waiters []backend.Waiter, waite
 	return out, nil
 }
 
-// Inspect reports id's live lease and its first live waiters, at most
+// Inspect reports id's live lease (on a shared id: its live leases, in
+// fence order, and its capacity) and its first live waiters, at most
 // min(maxWaiters, backend.MaxInspectWaiters) of them (backend.Inspector).
 // It is one read-only statement: it takes no lock and writes nothing, so
 // an expired lease or a dead waiter that no step removed yet is not shown.
@@ -292,21 +331,31 @@ func (b *Backend) Inspect(ctx context.Context, id string, maxWaiters int) (backe
 	if b.closed.Load() {
 		return in, backend.ErrClosed
 	}
-	var fence, ttl *int64
+	var fence, ttl, capacity *int64
 	var holder []byte
-	var tickets, since, deadlines []int64
-	var tokens [][]byte
+	var tickets, since, deadlines, permits, hFences, hTTLs, hPermits []int64
+	var tokens, hTokens [][]byte
 	err := b.pool.QueryRow(ctx, b.sql("inspect", 2), []byte(id), max(0, min(maxWaiters, backend.MaxInspectWaiters))).
-		Scan(&fence, &ttl, &holder, &in.QueueLen, &tickets, &tokens, &since, &deadlines)
+		Scan(&fence, &ttl, &holder, &in.QueueLen, &tickets, &tokens, &since, &deadlines, &permits,
+			&capacity, &hFences, &hTTLs, &hTokens, &hPermits)
 	if err != nil {
 		return in, err
 	}
 	if fence != nil {
 		in.Held, in.Fence, in.TTL, in.Holder = true, uint64(*fence), dur(*ttl), backend.Fingerprint(string(holder))
 	}
+	if capacity != nil {
+		in.Capacity = int(*capacity)
+		for i := range hFences {
+			h := backend.HolderInfo{Fence: uint64(hFences[i]), TTL: dur(hTTLs[i]),
+				Holder: backend.Fingerprint(string(hTokens[i])), Permits: int(hPermits[i])}
+			in.Holders = append(in.Holders, h)
+			in.Held, in.Fence, in.TTL, in.Holder = true, h.Fence, h.TTL, h.Holder
+		}
+	}
 	for i := range tickets {
 		in.Waiters = append(in.Waiters, backend.WaiterInfo{Ticket: uint64(tickets[i]), Token: backend.Fingerprint(string(tokens[i])),
-			QueuedFor: dur(since[i]), Deadline: dur(deadlines[i])})
+			QueuedFor: dur(since[i]), Deadline: dur(deadlines[i]), Permits: int(permits[i])})
 	}
 	return in, nil
 }

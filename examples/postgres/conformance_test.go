@@ -30,7 +30,7 @@ var (
 )
 
 // newSchema returns a harness on a new schema, dropped at the end of t.
-func newSchema(t *testing.T, name string, opts Options) *harness {
+func newSchema(t testing.TB, name string, opts Options) *harness {
 	t.Helper()
 	admin := newPool(t)
 	ctx := context.Background()
@@ -59,10 +59,12 @@ func (h *harness) newBackend(t *testing.T) *Backend {
 	return b
 }
 
-// ExpireNow ends id's lease now, as its TTL running out would: no wake-up.
+// ExpireNow ends id's lease (every live lease of a shared id) now, as its
+// TTL running out would: no wake-up.
 func (h *harness) ExpireNow(t *testing.T, id string) {
-	_, err := h.admin.Exec(context.Background(),
-		"UPDATE "+h.opts.Schema+".ids SET expiry = clock_timestamp() WHERE id = $1 AND token IS NOT NULL", []byte(id))
+	_, err := h.admin.Exec(context.Background(), fmt.Sprintf(`
+		WITH s AS (UPDATE %[1]s.holders SET expiry = clock_timestamp() WHERE id = $1 AND expiry > clock_timestamp())
+		UPDATE %[1]s.ids SET expiry = clock_timestamp() WHERE id = $1 AND token IS NOT NULL`, h.opts.Schema), []byte(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +72,10 @@ func (h *harness) ExpireNow(t *testing.T, id string) {
 
 // ForgetIdle deletes what the sweep deletes once id has been idle for
 // CounterIdle: its counter row (when its fence is behind the clock, as the
-// sweep requires) and its waiter rows.
+// sweep requires), its waiter rows and its shared leases' rows.
 func (h *harness) ForgetIdle(t *testing.T, id string) {
 	_, err := h.admin.Exec(context.Background(), fmt.Sprintf(`
-		WITH w AS (DELETE FROM %[1]s.waiters WHERE id = $1)
+		WITH w AS (DELETE FROM %[1]s.waiters WHERE id = $1), s AS (DELETE FROM %[1]s.holders WHERE id = $1)
 		DELETE FROM %[1]s.ids WHERE id = $1 AND fence < %[1]s.us(clock_timestamp() - 'epoch')`, h.opts.Schema), []byte(id))
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +108,8 @@ func (h *harness) DelaySubscribe(t *testing.T, b backend.Backend, d time.Duratio
 	ours(t, b).l.delay.Store(int64(d))
 }
 
-// StateLeft lists id's live lease and every queue row of id, live or dead.
+// StateLeft lists id's live lease (or live shared leases) and every queue
+// row of id, live or dead.
 // The ids row stays (it holds the documented counters) and is not reported;
 // an expired lease in it is free to every step, as an expired Redis key is
 // gone.
@@ -114,6 +117,9 @@ func (h *harness) StateLeft(t *testing.T, id string) []string {
 	rows, err := h.admin.Query(context.Background(), fmt.Sprintf(`
 		SELECT 'lease of ' || encode(token, 'escape') FROM %[1]s.ids
 			WHERE id = $1 AND token IS NOT NULL AND expiry > clock_timestamp()
+		UNION ALL
+		SELECT 'lease of ' || encode(token, 'escape') FROM %[1]s.holders
+			WHERE id = $1 AND expiry > clock_timestamp()
 		UNION ALL
 		SELECT 'waiter ' || encode(token, 'escape') || ' (ticket ' || ticket || ')' FROM %[1]s.waiters
 			WHERE id = $1`, h.opts.Schema), []byte(id))

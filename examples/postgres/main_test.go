@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 
 // needDB returns the test database's DSN, skipping the test when there is
 // none, unless CI is set: then it fails.
-func needDB(t *testing.T) string {
+func needDB(t testing.TB) string {
 	t.Helper()
 	if dsn == "" {
 		if os.Getenv("CI") != "" {
@@ -70,7 +70,7 @@ func needDB(t *testing.T) string {
 }
 
 // newPool returns a pool on the test database, closed at the end of t.
-func newPool(t *testing.T) *pgxpool.Pool {
+func newPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(needDB(t))
 	if err != nil {
