@@ -17,6 +17,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
 	"errors"
@@ -33,6 +34,13 @@ import (
 
 //go:embed schema.sql
 var schemaSQL string
+
+// schemaVersion marks a schema made from this schemaSQL (the comment on
+// the schema): New then runs no DDL.
+var schemaVersion = func() string {
+	sum := sha256.Sum256([]byte(schemaSQL))
+	return "github.com/redislocker/lock schema " + hex.EncodeToString(sum[:8])
+}()
 
 // Options configures a Backend. A nil *Options means every default; so does
 // a zero (or negative) field.
@@ -97,7 +105,21 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Backend, erro
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('github.com/redislocker/lock schema'))"); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, strings.ReplaceAll(schemaSQL, "{{s}}", o.Schema))
+		// A schema that is current is left alone: its DDL (CREATE INDEX IF
+		// NOT EXISTS takes a SHARE lock on the table even when the index
+		// exists) would otherwise meet the steps of running processes,
+		// which lock the tables in another order, in a deadlock.
+		var current *string
+		if err := tx.QueryRow(ctx, "SELECT obj_description(to_regnamespace($1), 'pg_namespace')", o.Schema).Scan(&current); err != nil {
+			return err
+		}
+		if current != nil && *current == schemaVersion {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(schemaSQL, "{{s}}", o.Schema)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "COMMENT ON SCHEMA "+o.Schema+" IS '"+schemaVersion+"'")
 		return err
 	})
 	if err != nil {
