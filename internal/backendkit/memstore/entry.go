@@ -74,9 +74,6 @@ func (e *entry) lease(token string) *lease {
 	return nil
 }
 
-// heldBy reports whether token holds a lease. Call expire first.
-func (e *entry) heldBy(token string) bool { return e.lease(token) != nil }
-
 // fits reports whether a lease of permits fits beside the leases.
 func (e *entry) fits(permits int) bool { return e.used+permits <= e.capacity }
 
