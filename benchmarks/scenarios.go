@@ -371,40 +371,25 @@ func (r *runner) contendedRound(l lib, hold time.Duration, procs int) (contRound
 		}
 	}
 
-	ctx, cancel := bg(r.cfg.Warm + r.cfg.ContDur + time.Minute)
-	defer cancel()
-	var measuring, stop atomic.Bool
-	base := time.Now()
+	rd := r.newRound()
+	defer rd.cancel()
+	base := rd.base
 	var relStamp atomic.Int64 // ns since base when the last release began; 0 = consumed
 	stats := make([]workerStat, G)
-	var wg sync.WaitGroup
 	for i := range G {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		rd.wg.Go(func() {
 			st := &stats[i]
-			for !stop.Load() {
+			lock := func() (func(context.Context) error, error) { return ps[i%procs].Lock(rd.ctx, id, r.cfg.TTL) }
+			for !rd.stop.Load() {
 				t0 := time.Now()
 				st.waiting.Store(int64(t0.Sub(base)))
-				var unlock func(context.Context) error
-				for unlock == nil {
-					u, err := ps[i%procs].Lock(ctx, id, r.cfg.TTL)
-					switch {
-					case err == nil:
-						unlock = u
-					case stop.Load() || ctx.Err() != nil:
-						return
-					case errors.Is(err, errGaveUp):
-						st.gaveUps++
-					default:
-						st.err = err
-						stop.Store(true)
-						return
-					}
+				unlock := rd.lock(lock, &st.gaveUps, &st.err)
+				if unlock == nil {
+					return
 				}
 				granted := time.Now()
 				st.waiting.Store(0)
-				m := measuring.Load()
+				m := rd.measuring.Load()
 				if rs := relStamp.Swap(0); rs != 0 && m {
 					st.handoffs = append(st.handoffs, int64(granted.Sub(base))-rs)
 				}
@@ -419,41 +404,19 @@ func (r *runner) contendedRound(l lib, hold time.Duration, procs int) (contRound
 					st.holdNs += int64(time.Since(granted))
 				}
 				relStamp.Store(int64(time.Since(base)))
-				uctx, ucancel := bg(5 * time.Second)
-				err := unlock(uctx)
-				ucancel()
-				if err != nil && !stop.Load() {
-					st.err = fmt.Errorf("release: %w", err)
-					stop.Store(true)
+				if !rd.unlock(unlock, &st.err) {
 					return
 				}
 			}
-		}()
+		})
 	}
-	time.Sleep(r.cfg.Warm)
-	a, err := r.snap(ctx, e, false)
-	if err != nil {
-		stop.Store(true)
-		cancel()
-		wg.Wait()
-		return out, err
-	}
-	measuring.Store(true)
-	time.Sleep(r.cfg.ContDur)
-	measuring.Store(false)
-	// Waits still going on when the window closes count as samples of
-	// their length so far (lower bounds): a starved worker's wait must not
-	// vanish from the percentiles because it never ended.
-	closed := int64(time.Since(base))
-	for i := range stats {
-		if since := stats[i].waiting.Load(); since != 0 {
-			out.censored = append(out.censored, closed-since)
+	a, b, err := r.window(rd, e, func(closed int64) {
+		for i := range stats {
+			if since := stats[i].waiting.Load(); since != 0 {
+				out.censored = append(out.censored, closed-since)
+			}
 		}
-	}
-	b, err := r.snap(ctx, e, false)
-	stop.Store(true)
-	cancel()
-	wg.Wait()
+	})
 	if err != nil {
 		return out, err
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -213,19 +212,14 @@ func (r *runner) sharedRound(l lib, sc sharedCase) (shRound, error) {
 		}
 	}
 
-	ctx, cancel := bg(r.cfg.Warm + r.cfg.ContDur + time.Minute)
-	defer cancel()
-	var measuring, stop atomic.Bool
-	base := time.Now()
+	rd := r.newRound()
+	defer rd.cancel()
 	h := &holders{capacity: int64(sc.capacity)}
 	stats := make([]sharedWorker, G)
-	var wg sync.WaitGroup
 	for i := range G {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		rd.wg.Go(func() {
 			st := &stats[i]
-			for !stop.Load() {
+			for !rd.stop.Load() {
 				class, permits := classRead, 1
 				if sc.writeEvery > 0 && (st.attempts+i)%sc.writeEvery == 0 {
 					class, permits = classWrite, sc.capacity
@@ -233,27 +227,17 @@ func (r *runner) sharedRound(l lib, sc sharedCase) (shRound, error) {
 				st.attempts++
 				t0 := time.Now()
 				st.wclass.Store(int32(class))
-				st.waiting.Store(int64(t0.Sub(base)))
-				var unlock func(context.Context) error
-				for unlock == nil {
-					u, err := ps[i].LockShared(ctx, id, r.cfg.TTL, sc.capacity, permits)
-					switch {
-					case err == nil:
-						unlock = u
-					case stop.Load() || ctx.Err() != nil:
-						return
-					case errors.Is(err, errGaveUp):
-						st.gaveUps++
-					default:
-						st.err = err
-						stop.Store(true)
-						return
-					}
+				st.waiting.Store(int64(t0.Sub(rd.base)))
+				unlock := rd.lock(func() (func(context.Context) error, error) {
+					return ps[i].LockShared(rd.ctx, id, r.cfg.TTL, sc.capacity, permits)
+				}, &st.gaveUps, &st.err)
+				if unlock == nil {
+					return
 				}
 				h.take(permits)
 				granted := time.Now()
 				st.waiting.Store(0)
-				m := measuring.Load()
+				m := rd.measuring.Load()
 				if m {
 					st.acq[class]++
 					st.waits[class] = append(st.waits[class], int64(granted.Sub(t0)))
@@ -265,39 +249,20 @@ func (r *runner) sharedRound(l lib, sc sharedCase) (shRound, error) {
 					st.holdNs += int64(time.Since(granted))
 				}
 				h.give(permits)
-				uctx, ucancel := bg(5 * time.Second)
-				err := unlock(uctx)
-				ucancel()
-				if err != nil && !stop.Load() {
-					st.err = fmt.Errorf("release: %w", err)
-					stop.Store(true)
+				if !rd.unlock(unlock, &st.err) {
 					return
 				}
 			}
-		}()
+		})
 	}
-	time.Sleep(r.cfg.Warm)
-	a, err := r.snap(ctx, e, false)
-	if err != nil {
-		stop.Store(true)
-		cancel()
-		wg.Wait()
-		return out, err
-	}
-	measuring.Store(true)
-	time.Sleep(r.cfg.ContDur)
-	measuring.Store(false)
-	closed := int64(time.Since(base))
-	for i := range stats {
-		if since := stats[i].waiting.Load(); since != 0 {
-			c := stats[i].wclass.Load()
-			out.censored[c] = append(out.censored[c], closed-since)
+	a, b, err := r.window(rd, e, func(closed int64) {
+		for i := range stats {
+			if since := stats[i].waiting.Load(); since != 0 {
+				c := stats[i].wclass.Load()
+				out.censored[c] = append(out.censored[c], closed-since)
+			}
 		}
-	}
-	b, err := r.snap(ctx, e, false)
-	stop.Store(true)
-	cancel()
-	wg.Wait()
+	})
 	if err != nil {
 		return out, err
 	}
