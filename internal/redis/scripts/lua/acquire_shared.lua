@@ -43,7 +43,10 @@ end
 
 local mine = own_entry(q, w, token, now)
 
-local fence, stop = shared_hand_off(lock, q, f, w, st, us, limit, mine and token or nil)
+local fence, stop = nil, 'empty'
+if not st.empty then
+  fence, stop = shared_hand_off(lock, q, f, w, st, us, limit, mine and token or nil)
+end
 if not fence and not mine and stop == 'empty' and st.used + permits <= cap then
   fence = shared_grant(lock, f, st, token, ttl, permits, us)
 end

@@ -36,17 +36,10 @@ local holders = {}
 local cap = 0
 local v = redis.pcall('GET', lock)
 if type(v) == 'table' then
-  -- A shared id: its live leases, read only (shared_load would remove the
-  -- ended ones).
-  local all = redis.call('HGETALL', lock)
-  for i = 1, #all, 2 do
-    if all[i] == '' then
-      cap = tonumber(all[i + 1]) or 0
-    else
-      local e, f, p = holder_parse(all[i + 1])
-      if e and e > now then holders[#holders + 1] = {f, e - now, fp(all[i]), p} end
-    end
-  end
+  -- A shared id: its live leases, read only.
+  local st = shared_state(lock, redis.call('HGETALL', lock), now, true)
+  cap = st.cap
+  for tok, h in pairs(st.holders) do holders[#holders + 1] = {h[2], h[1] - now, fp(tok), h[3]} end
   table.sort(holders, function(a, b) return a[1] < b[1] end)
   local last = holders[#holders]
   if last then out = {'1', int(last[1]), int(last[2]), last[3]} end

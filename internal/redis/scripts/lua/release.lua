@@ -27,6 +27,22 @@ if not limit then return bad end
 local mark = ARGV[4]
 if type(mark) ~= 'string' or #mark < 1 or #mark > 32 then return bad_arg('mark', 'must be 1 to 32 bytes') end
 
+-- answer is the release's reply, for the mutex and a shared id alike:
+-- when the token released, its mark goes in the period's record and the
+-- reply is 1; otherwise 1 when the mark is in either record (a resent
+-- release), else LOCKNOTHELD.
+local function answer(released)
+  if released then
+    redis.call('SADD', KEYS[5], mark)
+    redis.call('PEXPIRE', KEYS[5], RELEASE_KEEP)
+    return 1
+  end
+  if redis.call('SISMEMBER', KEYS[5], mark) == 1 or redis.call('SISMEMBER', KEYS[6], mark) == 1 then
+    return 1
+  end
+  return fail('LOCKNOTHELD', 'the token does not hold the lock')
+end
+
 local lock, q = KEYS[1], KEYS[2]
 -- A shared id's lock key is a hash (see shared.lua): GET answers
 -- WRONGTYPE, and the slow path releases the token's lease of it.
@@ -34,14 +50,8 @@ local v = redis.pcall('GET', lock)
 local shared = type(v) == 'table'
 local first
 if not shared then
-  if lock_owner(v) ~= token then
-    if redis.call('SISMEMBER', KEYS[5], mark) == 1 or redis.call('SISMEMBER', KEYS[6], mark) == 1 then
-      return 1
-    end
-    return fail('LOCKNOTHELD', 'the token does not hold the lock')
-  end
-  redis.call('SADD', KEYS[5], mark)
-  redis.call('PEXPIRE', KEYS[5], RELEASE_KEEP)
+  if lock_owner(v) ~= token then return answer(false) end
+  answer(true)
   -- Fast path: no queue, nobody to hand the lock to.
   first = redis.call('ZRANGE', q, 0, 1)
   if #first == 0 then
@@ -51,7 +61,7 @@ if not shared then
 end
 -- [slow path]
 if shared then
-  return shared_release(lock, q, KEYS[3], KEYS[4], token, limit, KEYS[5], KEYS[6], mark)
+  return answer(shared_release(lock, q, KEYS[3], KEYS[4], token, limit))
 end
 -- Hand off to a live head, not one that stopped heartbeating; a hand-off
 -- overwrites the lock key.

@@ -36,8 +36,9 @@ end
 -- shared_state returns the state of a shared id at now (ms) from all,
 -- the HGETALL reply of its lock hash: {cap = the capacity (0: no key),
 -- holders = token -> {expiry, fence, permits}, used = the permits of the
--- live leases}. It removes the fields of the leases that ended (HDEL).
-local function shared_state(lock, all, now)
+-- live leases}. It removes the fields of the leases that ended (HDEL),
+-- unless read_only (inspect).
+local function shared_state(lock, all, now, read_only)
   local st = {cap = 0, holders = {}, used = 0}
   local ended = {}
   for i = 1, #all, 2 do
@@ -54,7 +55,7 @@ local function shared_state(lock, all, now)
       end
     end
   end
-  if #ended > 0 then redis.call('HDEL', lock, unpack(ended)) end
+  if #ended > 0 and not read_only then redis.call('HDEL', lock, unpack(ended)) end
   return st
 end
 
@@ -175,7 +176,8 @@ local function shared_idle(lock, q, w, now, limit)
 end
 
 -- shared_open returns the state of the shared id of capacity cap (see
--- shared_load) at now, making the lock hash when the id is idle. When the
+-- shared_load) at now, making the lock hash when the id is idle (st.empty
+-- then says whether the queue has no live waiter). When the
 -- id is in use with another capacity, or as a mutex (a lease, or a live
 -- waiter that asked for no permits), it returns nil and what it is.
 local function shared_open(lock, q, w, cap, now, limit)
@@ -194,28 +196,26 @@ local function shared_open(lock, q, w, cap, now, limit)
   else
     local head, _, _, _, _, _, permits = heads(q, w, now, limit)
     if head == false or (head and permits == 0) then return nil, 'a mutex' end
+    redis.call('HSET', lock, '', int(cap))
+    -- empty: no live waiter, as heads just found (the step need not look
+    -- again).
+    return {cap = cap, holders = {}, used = 0, empty = head == nil}
   end
   redis.call('HSET', lock, '', int(cap))
   return {cap = cap, holders = {}, used = 0}
 end
 
 -- shared_release is release on a shared id (see release.lua): it ends
--- token's lease and hands the freed permits off.
-local function shared_release(lock, q, f, w, token, limit, rel_now, rel_before, mark)
+-- token's lease and hands the freed permits off. It reports whether token
+-- held a lease (release.lua answers).
+local function shared_release(lock, q, f, w, token, limit)
   local us = now_us()
   local now = math.floor(us / 1000)
   local st = shared_load(lock, now)
-  if shared_drop(lock, st, token) == 0 then
-    if redis.call('SISMEMBER', rel_now, mark) == 1 or redis.call('SISMEMBER', rel_before, mark) == 1 then
-      return 1
-    end
-    return fail('LOCKNOTHELD', 'the token does not hold a lease of the shared id')
-  end
-  redis.call('SADD', rel_now, mark)
-  redis.call('PEXPIRE', rel_now, RELEASE_KEEP)
+  if shared_drop(lock, st, token) == 0 then return false end
   shared_hand_off(lock, q, f, w, st, us, limit)
   shared_touch(lock, q, st, now)
-  return 1
+  return true
 end
 
 -- shared_extend is extend on a shared id (see extend.lua): a new expiry
