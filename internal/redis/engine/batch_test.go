@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,5 +140,35 @@ func TestAcquireBatchGroups(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A batch that mixes mutex and shared requests: the mutex requests go in
+// acquire_many calls, each shared one in an acquire_shared call after
+// them, and every call's requests keep their positions in the batch.
+func TestAcquireBatchMixesShared(t *testing.T) {
+	reqs := []backend.AcquireRequest{
+		{ID: "m0", Token: "T", TTL: time.Second},
+		{ID: "s1", Token: "T", TTL: time.Second, Capacity: 3, Permits: 1},
+		{ID: "m2", Token: "T", TTL: time.Second},
+		{ID: "s3", Token: "T", TTL: time.Second, Capacity: 3, Permits: 3},
+		{ID: "m4", Token: "T", TTL: time.Second},
+	}
+	e := New(testConfig(t), false)
+	b := e.AcquireBatchCalls(reqs)
+	if len(b.Calls) != 3 || b.Calls[0].Script.Name != "acquire_many" ||
+		b.Calls[1].Script.Name != "acquire_shared" || b.Calls[2].Script.Name != "acquire_shared" {
+		t.Fatalf("calls %d; want acquire_many, then acquire_shared twice", len(b.Calls))
+	}
+	if got := fmt.Sprint(b.groups[0].Pos); got != "[0 2 4]" {
+		t.Errorf("the mutex requests' positions %s, want [0 2 4]", got)
+	}
+	if got := fmt.Sprint(b.shared); got != "[1 3]" {
+		t.Errorf("the shared requests' positions %s, want [1 3]", got)
+	}
+	for i, c := range b.Calls[1:] {
+		if want := reqs[b.shared[i]].ID; !strings.Contains(c.Keys[0], want) {
+			t.Errorf("acquire_shared call %d has keys %v, want %s's", i, c.Keys, want)
+		}
 	}
 }

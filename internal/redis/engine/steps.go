@@ -184,7 +184,7 @@ type AcquireBatch struct {
 // request (Capacity 2 or more) is an acquire_shared call of its own, after
 // them.
 func (e *Engine) AcquireBatchCalls(reqs []backend.AcquireRequest) AcquireBatch {
-	var shared []int
+	var shared, at []int // at: the positions in reqs of the mutex requests, when some are shared
 	mutex := reqs
 	for i, r := range reqs {
 		if r.Capacity >= 2 {
@@ -193,9 +193,9 @@ func (e *Engine) AcquireBatchCalls(reqs []backend.AcquireRequest) AcquireBatch {
 	}
 	if len(shared) > 0 {
 		mutex = make([]backend.AcquireRequest, 0, len(reqs)-len(shared))
-		for _, r := range reqs {
+		for i, r := range reqs {
 			if r.Capacity < 2 {
-				mutex = append(mutex, r)
+				mutex, at = append(mutex, r), append(at, i)
 			}
 		}
 	}
@@ -204,10 +204,9 @@ func (e *Engine) AcquireBatchCalls(reqs []backend.AcquireRequest) AcquireBatch {
 	for i, g := range groups {
 		k, a := e.consts.AcquireMany(e.cfg.Keys, g, e.inboxAddress(g.Reqs[0].ID))
 		calls[i] = Call{Script: scripts.AcquireMany, Keys: k, Args: a, Wait: e.cfg.Wait.Replicas > 0}
-		if len(shared) > 0 {
-			// Positions in reqs, not in mutex.
+		if at != nil {
 			for j, p := range g.Pos {
-				g.Pos[j] = mutexPos(p, shared)
+				g.Pos[j] = at[p]
 			}
 		}
 	}
@@ -215,18 +214,6 @@ func (e *Engine) AcquireBatchCalls(reqs []backend.AcquireRequest) AcquireBatch {
 		calls = append(calls, e.AcquireCall(reqs[p]))
 	}
 	return AcquireBatch{Calls: calls, n: len(reqs), groups: groups, shared: shared}
-}
-
-// mutexPos returns the position in the requests of the p-th request that
-// is not shared, shared being the sorted positions of the shared ones.
-func mutexPos(p int, shared []int) int {
-	for _, s := range shared {
-		if s > p {
-			break
-		}
-		p++
-	}
-	return p
 }
 
 // AcquireBatchReply parses the replies of b's calls: one BatchGrant per
