@@ -161,6 +161,7 @@ func TestFunctionsRunTheScenarios(t *testing.T) {
 		{"ReleaseHandsOff", TestReleaseHandsOff},
 		{"SharedSteps", TestSharedSteps},
 		{"SharedOnMutex", TestSharedOnMutex},
+		{"SharedKeysExpireAndReleaseResent", TestSharedKeysExpireAndReleaseResent},
 		{"HeartbeatSweepsBehindLiveWaiter", TestHeartbeatSweepsBehindLiveWaiter},
 		{"KeepNoStateBetweenCalls", testNoStateBetweenCalls},
 	} {

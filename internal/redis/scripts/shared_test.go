@@ -157,3 +157,39 @@ func TestSharedOnMutex(t *testing.T) {
 		t.Fatal("the refused shared request queued")
 	}
 }
+
+// Every key of a shared id has a TTL: the lock hash lives as long as its
+// last lease and as long as the queue keys (so the capacity stays while a
+// waiter lives), and goes with them (H2). A release sent again is answered
+// done from the release record, a release by a token that never held is
+// LOCKNOTHELD (S4, S6).
+func TestSharedKeysExpireAndReleaseResent(t *testing.T) {
+	o := newOps(t, "id")
+	ctx := context.Background()
+	a, err := o.acquireShared("A", 2, 2, false)
+	if err != nil || !a.Acquired {
+		t.Fatalf("A = %+v, %v", a, err)
+	}
+	if g, err := o.acquireShared("W", 2, 1, true); err != nil || !g.Queued {
+		t.Fatalf("W = %+v, %v; want queued", g, err)
+	}
+	lockTTL := o.c.PTTL(ctx, o.k.Lock).Val()
+	for _, k := range []string{o.k.Lock, o.k.Queue, o.k.Waiters} {
+		if d := o.c.PTTL(ctx, k).Val(); d <= 0 {
+			t.Fatalf("%s has TTL %v; every key must expire", k, d)
+		}
+	}
+	if qTTL := o.c.PTTL(ctx, o.k.Queue).Val(); lockTTL < qTTL || lockTTL < time.Minute-time.Second {
+		t.Fatalf("the lock hash lives %v, the queue %v, A's lease a minute: want the hash to outlive both", lockTTL, qTTL)
+	}
+	o.release("A") // hands off to W
+	o.release("A") // the resend: done, from the release record
+	k, args := o.releaseCall(NewConsts(100, 100, Classic), "N")
+	if err := o.releaseErr(k, args); err == nil || !errors.Is(MapError(err.Error()), backend.ErrNotHeld) {
+		t.Fatalf("release by a token that never held: %v, want LOCKNOTHELD", err)
+	}
+	o.release("W")
+	if n := o.c.Exists(ctx, o.k.Lock, o.k.Queue, o.k.Waiters).Val(); n != 0 {
+		t.Fatalf("%d keys of the idle shared id left", n)
+	}
+}
