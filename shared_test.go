@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/redislocker/lock"
 	"github.com/redislocker/lock/backend"
+	"github.com/redislocker/lock/internal/testenv/testkit"
 	"github.com/redislocker/lock/memorybackend"
 )
 
@@ -129,20 +131,13 @@ func waitGranted(t *testing.T, ctx context.Context, l *lock.Locker, id string, o
 // queued waits until id has n waiters, by Inspect.
 func queued(t *testing.T, l *lock.Locker, id string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Until(t, 10*time.Second, func() string {
 		in, err := l.Inspect(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || in.QueueLen != n {
+			return fmt.Sprintf("id %q has %d waiters (%v); want %d", id, in.QueueLen, err, n)
 		}
-		if in.QueueLen == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("id %q has %d waiters after 10 s; want %d", id, in.QueueLen, n)
-		}
-		time.Sleep(time.Millisecond) // poll the condition
-	}
+		return ""
+	})
 }
 
 // A semaphore of capacity 2: two leases at once, each with its own
